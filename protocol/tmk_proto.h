@@ -248,7 +248,6 @@ typedef struct tmk_proto_reader {
     uint32_t site;
     uint64_t duration;
   } predict[TMK_PROTO_PREDICT_SLOTS];
-  int swap; /* fixed-width fields need a byte swap */
   int done;
 } tmk_proto_reader;
 
