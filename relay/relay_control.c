@@ -217,7 +217,7 @@ static void run_cmd(tmk_relay* r, tmk__cmd* c) {
   } else if (c->type == CMD_OPEN) {
     c->work.data = c;
     if (uv_queue_work(r->loop, &c->work, open_work, open_done) == 0) return;
-    snprintf(c->err, sizeof c->err, "cannot start a worker to open %s", c->name);
+    snprintf(c->err, sizeof c->err, "cannot start a worker to open %.200s", c->name);
     c->rc = TMK_EIO;
   }
   cmd_finish(r, c);

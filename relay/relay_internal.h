@@ -24,7 +24,7 @@ typedef struct tmk_relay_config {
   int listen_port;          /* 0 = any free port (logged) */
   char http_host[64];
   int http_port;            /* 0 = any free port (logged); -1 = no HTTP server */
-  char data_dir[512];
+  char data_dir[260];
   int record_all;
   uint32_t max_sessions;
   size_t session_memory;

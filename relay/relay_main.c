@@ -179,7 +179,7 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
       else if (parse_hostport(v, cfg->http_host, sizeof cfg->http_host, &cfg->http_port))
         return bad_flag("--http '%s': expected IP:PORT, e.g. 127.0.0.1:7721, or off%s", v, "");
     } else if (strcmp(a, "--data-dir") == 0) {
-      if (!*v || strlen(v) >= sizeof cfg->data_dir - 64)
+      if (!*v || strlen(v) >= sizeof cfg->data_dir)
         return bad_flag("--data-dir '%s': empty or too long%s", v, "");
       snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", v);
     } else if (strcmp(a, "--max-sessions") == 0) {

@@ -72,7 +72,7 @@ typedef struct tmk_relay_session_info {
   char platform[32];
   char arch[32];
   char agent_version[32];
-  char recording_path[256];
+  char recording_path[512];
   int big_endian;
   int pointer_size;
   uint64_t timer_freq; /* ticks per second, 0 = unknown */
