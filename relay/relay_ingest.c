@@ -370,8 +370,14 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
       tmk__session_sync_stats(s);
       tmk__session_apply(s, p, len, r->scratch);
       s->ended = 1;
-      tmk__log(TMK_LOG_INFO, "session %s: BYE (%llu records, %llu lost packets)", s->id,
-               (unsigned long long)s->info.stats.records, (unsigned long long)s->ro.lost);
+      tmk_relay_session_info info;
+      pthread_mutex_lock(&s->mu);
+      info = s->info;
+      tmk__store_fill_info(s->store, &info);
+      pthread_mutex_unlock(&s->mu);
+      tmk__log(TMK_LOG_INFO, "session %s: BYE (%llu records, %llu zones, %llu lost packets)",
+               s->id, (unsigned long long)info.stats.records,
+               (unsigned long long)info.stats.zones, (unsigned long long)info.stats.lost);
       break;
     }
     default:
