@@ -211,6 +211,13 @@ static void test_recording_roundtrip_and_every_torn_tail(void** state) {
   free(data);
 }
 
+static void test_crc32c_check_value(void** state) {
+  (void)state;
+  assert_int_equal(tmk__crc32c(0, "123456789", 9), 0xE3069283u); /* RECORDING.md §2 */
+  uint32_t part = tmk__crc32c(0, "1234", 4);
+  assert_int_equal(tmk__crc32c(part, "56789", 5), 0xE3069283u);
+}
+
 static void test_agent_file(void** state) {
   (void)state;
   uint8_t buf[4096];
@@ -356,6 +363,7 @@ int main(void) {
       cmocka_unit_test(test_reorder_loss_by_window_and_age),
       cmocka_unit_test(test_reorder_late_join),
       cmocka_unit_test(test_recording_roundtrip_and_every_torn_tail),
+      cmocka_unit_test(test_crc32c_check_value),
       cmocka_unit_test(test_agent_file),
       cmocka_unit_test(test_store_decode_query_and_budget),
       cmocka_unit_test(test_json_escaping),
