@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 
-BIN = TMP = None
+BIN = TMP = QEMU = PPC_SYNTH = None
 FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--session-memory",
          "--reorder-window", "--log-level"]
 
@@ -582,14 +582,39 @@ def case_control():
         eq(r.stop(), 0, "exit code")
 
 
+def case_qemu_ppc():
+    check(os.path.exists(PPC_SYNTH), f"{PPC_SYNTH} missing: the cross-ppc sub-build did not build it")
+    r = Relay()
+    try:
+        sid = "00000000c0ffee01"
+        for transport in ([], ["--tcp"]):
+            args = ["--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 40, "--zones", 10,
+                    "--threads", 2, "--big-endian", "--seq-start", 0 if not transport else 40]
+            p = subprocess.run([*QEMU.split(), PPC_SYNTH, *map(str, args), *transport],
+                               capture_output=True, text=True, timeout=60)
+            eq(p.returncode, 0, f"ppc synth: {p.stderr}")
+            check("REPLY WELCOME" in p.stdout, f"no WELCOME to the ppc target: {p.stdout}")
+        js = r.wait_zones(sid, 80 * 2 * 10)
+        eq((js["arch"], js["byte_order"], js["transport"]), ("ppc", "big", "tcp"), "ppc facts")
+        eq(js["stats"]["lost"], 0, "lost")
+        eq([p["value"] for p in events_of(r, sid, "plot")], [s + 0.5 for s in range(80)],
+           "doubles from a big-endian target")
+        eq([f["time_ns"] for f in events_of(r, sid, "frame")], [frame_time(s) for s in range(80)],
+           "frames from a big-endian target")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def main():
-    global BIN, TMP
+    global BIN, TMP, QEMU, PPC_SYNTH
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--tmp", required=True)
+    ap.add_argument("--qemu", default="")
+    ap.add_argument("--ppc-synth", default="")
     a = ap.parse_args()
-    BIN, TMP = a.bin, a.tmp
+    BIN, TMP, QEMU, PPC_SYNTH = a.bin, a.tmp, a.qemu, a.ppc_synth
     shutil.rmtree(TMP, ignore_errors=True)
     os.makedirs(TMP)
     fn = globals().get("case_" + a.case)
