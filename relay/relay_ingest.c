@@ -257,9 +257,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   int was_tcp = s->conn != NULL;
   int first = !s->info.has_hello;
   if (bind_source(s, src, c, src_str, 1) != 0) {
-    pthread_mutex_lock(&s->mu);
-    s->info.stats.spoofed++;
-    pthread_mutex_unlock(&s->mu);
+    s->spoofed++;
     tmk__log_limited(TMK_LOG_WARN, src_str, now,
                      "%s: HELLO for session %016llx, which belongs to another address; dropped",
                      src_str, (unsigned long long)h->session_id);
@@ -306,9 +304,7 @@ static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_pr
     tmk__log(TMK_LOG_INFO, "session %s: data over %s from %s before any HELLO (target unknown)",
              s->id, c ? "tcp" : "udp", src_str);
   } else if (bind_source(s, src, c, src_str, 0) != 0) {
-    pthread_mutex_lock(&s->mu);
-    s->info.stats.spoofed++;
-    pthread_mutex_unlock(&s->mu);
+    s->spoofed++;
     tmk__log_limited(TMK_LOG_WARN, src_str, now,
                      "%s: DATA for session %016llx, which belongs to another address; dropped",
                      src_str, (unsigned long long)h->session_id);
@@ -317,7 +313,7 @@ static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_pr
   mark_live(s, now);
   if (tmk__reorder_push(&s->ro, h->seq, p, len, now, deliver, s) == TMK_ENOMEM)
     tmk__log_limited(TMK_LOG_ERROR, "oom", now, "out of memory holding packets for reordering");
-  tmk__session_sync_stats(s);
+  /* counters reach the API on the next tick (tmk__ingest_tick) */
 }
 
 /* One packet from a UDP datagram or a TCP frame. */
@@ -592,10 +588,9 @@ void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms) {
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
     if (s->replay) continue;
-    if (s->ro.held) {
-      tmk__reorder_tick(&s->ro, now_ms, 0, deliver, s);
-      tmk__session_sync_stats(s);
-    }
+    if (s->ro.held) tmk__reorder_tick(&s->ro, now_ms, 0, deliver, s);
+    tmk__session_flush_pending(s, 0);
+    tmk__session_sync_stats(s);
     if (s->delivered) {
       any = 1;
       s->delivered = 0;

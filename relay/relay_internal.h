@@ -80,6 +80,12 @@ struct tmk__session {
   uint64_t delivered;           /* packets delivered since the last data-listener call */
   uint8_t* hello;               /* last HELLO packet (written first into new recordings) */
   size_t hello_len;
+  uint64_t spoofed;             /* copied into info by tmk__session_sync_stats */
+  /* Packets delivered while a reader held s->mu: the loop never waits for a session lock per
+   * packet; it queues (in order) and applies them when the lock is free (next packet/tick). */
+  struct tmk__pending* pending_head;
+  struct tmk__pending* pending_tail;
+  size_t pending_bytes;
   tmk__session* hnext;          /* loop-side hash chain by sid */
 };
 
@@ -139,8 +145,10 @@ tmk__session* tmk__session_get(tmk_relay* r, const char* id);
 /* Applies one packet — HELLO facts or DATA records — to a session: the one path shared by live
  * delivery (after reordering) and replay. Locks s->mu. Records it when recording. */
 void tmk__session_apply(tmk__session* s, const uint8_t* packet, size_t len, void* scratch);
-/* [loop] copies the reorder counters into the session's info (under mu). */
+/* [loop] copies the reorder counters into the session's info if its lock is free now. */
 void tmk__session_sync_stats(tmk__session* s);
+/* [loop] applies queued packets if the session's lock is free (force = wait for it). */
+void tmk__session_flush_pending(tmk__session* s, int force);
 /* [loop] recording control. Return 0 or TMK_E*; err gets a sentence. */
 int tmk__session_record_start(tmk__session* s, char* path_out, size_t cap, char* err, size_t ecap);
 int tmk__session_record_stop(tmk__session* s, char* err, size_t ecap);
