@@ -336,6 +336,38 @@ static void test_store_decode_query_and_budget(void** state) {
   tmk__store_free(st);
 }
 
+static void test_store_live_ring(void** state) {
+  (void)state;
+  tmk__store* st = tmk__store_new(64 << 20);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  uint8_t pk[1300];
+  size_t n = make_packet(pk, sizeof pk, 0, 10, 1);
+  tmk__store_packet(st, pk, n, scratch); /* before any follower: not in the ring */
+  uint64_t cur = 99, skipped = 0;
+  assert_int_equal(tmk__store_live_attach(st, &cur), 0);
+  tmk_relay_live_item items[64];
+  assert_int_equal(tmk__store_live_read(st, &cur, items, 64, &skipped), 0);
+  n = make_packet(pk, sizeof pk, 1, 10, 0);
+  tmk__store_packet(st, pk, n, scratch);
+  assert_int_equal(tmk__store_live_read(st, &cur, items, 4, &skipped), 4);
+  assert_true(items[0].is_zone);
+  assert_int_equal(items[0].zone.start_ns, 1000000);
+  assert_int_equal(items[0].zone.site, 3);
+  assert_int_equal(tmk__store_live_read(st, &cur, items, 64, &skipped), 6);
+  assert_int_equal(skipped, 0);
+  /* a follower that does not read for a long time is told what it missed */
+  for (uint64_t s = 2; s < 2000; s++) {
+    n = make_packet(pk, sizeof pk, s, 10, 0);
+    tmk__store_packet(st, pk, n, scratch);
+  }
+  int nread = tmk__store_live_read(st, &cur, items, 64, &skipped);
+  assert_int_equal(nread, 64);
+  assert_int_equal(skipped, 1998 * 10 - 16384);
+  tmk__store_live_detach(st);
+  free(scratch);
+  tmk__store_free(st);
+}
+
 static void test_json_escaping(void** state) {
   (void)state;
   tmk__json j;
@@ -366,6 +398,7 @@ int main(void) {
       cmocka_unit_test(test_crc32c_check_value),
       cmocka_unit_test(test_agent_file),
       cmocka_unit_test(test_store_decode_query_and_budget),
+      cmocka_unit_test(test_store_live_ring),
       cmocka_unit_test(test_json_escaping),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
