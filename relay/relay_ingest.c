@@ -596,5 +596,11 @@ void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms) {
       s->delivered = 0;
     }
   }
-  if (any && r->data_fn) r->data_fn(r->data_ud);
+  if (any) {
+    pthread_mutex_lock(&r->reg_mu);
+    tmk_relay_data_fn fn = r->data_fn;
+    void* ud = r->data_ud;
+    pthread_mutex_unlock(&r->reg_mu);
+    if (fn) fn(ud);
+  }
 }

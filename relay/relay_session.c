@@ -108,7 +108,7 @@ int tmk__session_register(tmk_relay* r, tmk__session* s) {
   if (r->nsessions >= r->cfg.max_sessions) {
     for (uint32_t i = 0; i < r->nsessions; i++) {
       tmk__session* c = r->sessions[i];
-      if (!c->recording && !session_live(c)) {
+      if (!c->recording && !c->conn && !session_live(c)) {
         victim = c;
         memmove(&r->sessions[i], &r->sessions[i + 1], (r->nsessions - i - 1) * sizeof c);
         r->nsessions--;

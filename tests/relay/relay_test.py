@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 
-BIN = TMP = QEMU = PPC_SYNTH = None
+BIN = TMP = QEMU = PPC_SYNTH = DEMO = None
 FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--session-memory",
          "--reorder-window", "--log-level"]
 
@@ -582,6 +582,47 @@ def case_control():
         eq(r.stop(), 0, "exit code")
 
 
+def case_demo():
+    """The real agent: telemark-demo over UDP, TCP and its file transport."""
+    data = os.path.join(TMP, "data")
+    os.makedirs(data, exist_ok=True)
+    r = Relay(data=data)
+    try:
+        for transport in ("udp", "tcp"):
+            before = {s["id"] for s in r.sessions()}
+            p = subprocess.run([DEMO, "--seconds", "2", "--relay", f"127.0.0.1:{r.port}",
+                                "--transport", transport], capture_output=True, text=True, timeout=30)
+            eq(p.returncode, 0, f"demo over {transport}: {p.stderr}")
+            m = re.search(r"(\d+) packets", p.stdout)
+            check(m and int(m.group(1)) > 0, f"demo sent nothing: {p.stdout}")
+            new = wait_for(lambda: [s for s in r.sessions() if s["id"] not in before], 5,
+                           f"a {transport} demo session")
+            sid = new[0]["id"]
+            js = wait_for(lambda: (lambda j: not j["live"] and j)(r.session(sid)), 15,
+                          f"the {transport} demo session to end")
+            st = js["stats"]
+            eq(js["transport"], transport, "transport")
+            check(js["has_hello"] and js["program"], f"target facts missing: {js}")
+            check(st["zones"] > 1000, f"only {st['zones']} zones from the demo")
+            eq(st["malformed"], 0, "malformed packets from the demo")
+            eq(st["unresolved_sites"], 0, "sites without descriptors")
+            if transport == "tcp":
+                eq(st["lost"], 0, "lost over TCP")
+            z = r.get(f"/api/sessions/{sid}/zones?limit=100")
+            check(z["count"] == 100 and z["truncated"], "zones query on the demo session")
+            check(len(r.get(f"/api/sessions/{sid}/sites")["threads"]) >= 2, "demo threads")
+        p = subprocess.run([DEMO, "--seconds", "1", "--transport", "file", "--file",
+                            os.path.join(data, "demo.tmkf")], capture_output=True, text=True,
+                           timeout=30)
+        eq(p.returncode, 0, f"demo to a file: {p.stderr}")
+        st, js = r.api("POST", "/api/recordings/open", {"name": "demo.tmkf"})
+        eq(st, 200, f"open the demo's file: {js}")
+        check(js["stats"]["zones"] > 1000 and js["stats"]["malformed"] == 0,
+              f"demo file replay: {js['stats']}")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_qemu_ppc():
     check(os.path.exists(PPC_SYNTH), f"{PPC_SYNTH} missing: the cross-ppc sub-build did not build it")
     r = Relay()
@@ -606,15 +647,16 @@ def case_qemu_ppc():
 
 
 def main():
-    global BIN, TMP, QEMU, PPC_SYNTH
+    global BIN, TMP, QEMU, PPC_SYNTH, DEMO
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--tmp", required=True)
     ap.add_argument("--qemu", default="")
     ap.add_argument("--ppc-synth", default="")
+    ap.add_argument("--demo", default="")
     a = ap.parse_args()
-    BIN, TMP, QEMU, PPC_SYNTH = a.bin, a.tmp, a.qemu, a.ppc_synth
+    BIN, TMP, QEMU, PPC_SYNTH, DEMO = a.bin, a.tmp, a.qemu, a.ppc_synth, a.demo
     shutil.rmtree(TMP, ignore_errors=True)
     os.makedirs(TMP)
     fn = globals().get("case_" + a.case)
