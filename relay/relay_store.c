@@ -96,6 +96,7 @@ struct tmk__store {
   uint32_t* site_hash;
   uint32_t site_hash_cap;
   uint32_t unresolved;
+  uint32_t site_cache[256]; /* ids known to be in the site table, direct-mapped */
   char* teams[TMK_PROTO_MAX_TEAMS];
   uint64_t drops[8];
   uint64_t records, zones, malformed, evicted, packets;
@@ -284,7 +285,8 @@ static site* get_site(tmk__store* st, uint32_t id) {
 }
 
 static void reference_site(tmk__store* st, uint32_t id) {
-  if (id) (void)get_site(st, id);
+  if (!id || st->site_cache[id & 255] == id) return;
+  if (get_site(st, id)) st->site_cache[id & 255] = id;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ extern "C" {
  *     take the session registry lock and then the one session's lock, copy what was asked and
  *     release. Callbacks given to the query functions run while that session's lock is held:
  *     they must only copy (no I/O, no other tmk_relay_* call). Every query has a `limit`, so a
- *     lock is held for a bounded time; the loop never waits on anything else.
+ *     lock is held for a bounded time. The loop never waits for a session lock per packet: it
+ *     try-locks, and while a reader holds the lock it queues that session's packets (in order,
+ *     up to 8 MiB) and applies them on the next packet or 10 ms tick.
  *
  *  2. Commands (record start/stop, control, open recording, close) are queued under a mutex and
  *     the loop is woken with uv_async_send(); the loop executes them and posts the reply back
