@@ -126,7 +126,6 @@ int tmk__rec_create(tmk__rec_writer* w, const char* path, const tmk__rec_session
   put_str(w, s->source);
   put_str(w, s->relay_version);
   if (!rc) rc = write_chunk(w, TMK__CHUNK_SESSION);
-  if (!rc && fdatasync(w->fd) != 0) rc = TMK_EIO;
   if (rc) {
     close(w->fd);
     unlink(path);

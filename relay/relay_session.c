@@ -370,17 +370,43 @@ int tmk__session_record_stop(tmk__session* s, char* err, size_t ecap) {
   return 0;
 }
 
+typedef struct sync_req {
+  uv_fs_t req;
+  uv_file fd;
+} sync_req;
+
+static void sync_done(uv_fs_t* req) {
+  sync_req* sr = (sync_req*)req;
+  uv_fs_req_cleanup(req);
+  close(sr->fd);
+  free(sr);
+}
+
+/* fdatasync on the libuv thread pool, on a dup of the descriptor: the loop never waits for the
+ * disk, and closing the recording meanwhile cannot pull the descriptor from under the sync. */
+static void sync_async(tmk_relay* r, tmk__session* s) {
+  sync_req* sr = malloc(sizeof *sr);
+  if (!sr) return;
+  sr->fd = dup(s->rec.fd);
+  if (sr->fd < 0 || uv_fs_fdatasync(r->loop, &sr->req, sr->fd, sync_done) != 0) {
+    if (sr->fd >= 0) close(sr->fd);
+    free(sr);
+  }
+}
+
 void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync) {
-  pthread_mutex_lock(&r->reg_mu);
+  /* Only the loop changes r->sessions, so the loop reads it without the registry lock. */
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
     if (s->replay) continue;
     if (s->recording) {
       if (sync) write_stats(s);
-      if (tmk__rec_flush(&s->rec, sync) < 0 && s->rec.failed == 1) {
+      if (tmk__rec_flush(&s->rec, 0) < 0 && s->rec.failed == 1) {
         s->rec.failed = 2; /* log once */
         tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed; recording stopped", s->id,
                  s->rec.path);
+      } else if (sync) {
+        sync_async(r, s);
       }
     }
     if (!s->conn && now_ms - s->last_packet_ms > TMK__IDLE_MS) {
@@ -393,7 +419,6 @@ void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync) {
       pthread_mutex_unlock(&s->mu);
     }
   }
-  pthread_mutex_unlock(&r->reg_mu);
 }
 
 static void deliver_cb(void* ud, const uint8_t* p, size_t len, uint64_t seq) {
@@ -403,7 +428,6 @@ static void deliver_cb(void* ud, const uint8_t* p, size_t len, uint64_t seq) {
 }
 
 void tmk__sessions_shutdown(tmk_relay* r) {
-  pthread_mutex_lock(&r->reg_mu);
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
     if (s->replay) continue;
@@ -415,7 +439,6 @@ void tmk__sessions_shutdown(tmk_relay* r) {
       tmk__session_record_stop(s, err, sizeof err);
     }
   }
-  pthread_mutex_unlock(&r->reg_mu);
 }
 
 /* ---------------------------------------------------------------------------------------------
