@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "relay_internal.h"
 
@@ -576,8 +577,17 @@ int tmk__ingest_start(tmk_relay* r) {
              "another port with --listen)", r->cfg.listen_host, port, uv_strerror(rc));
     return rc;
   }
+  /* A deep socket buffer rides out scheduling hiccups without loss. As root, SO_RCVBUFFORCE
+   * goes past net.core.rmem_max (212992 on a stock system); otherwise ask and take the cap. */
   int rcvbuf = 8 * 1024 * 1024;
-  uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
+  uv_os_fd_t ufd;
+#ifdef SO_RCVBUFFORCE
+  if (uv_fileno((uv_handle_t*)&r->udp, &ufd) != 0 ||
+      setsockopt(ufd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0)
+#else
+  (void)ufd;
+#endif
+    uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
   rc = uv_udp_recv_start(&r->udp, udp_alloc, udp_recv);
   if (rc) {
     tmk__log(TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));
