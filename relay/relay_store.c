@@ -284,7 +284,7 @@ static site* get_site(tmk__store* st, uint32_t id) {
   return s;
 }
 
-static void reference_site(tmk__store* st, uint32_t id) {
+static inline void reference_site(tmk__store* st, uint32_t id) {
   if (!id || st->site_cache[id & 255] == id) return;
   if (get_site(st, id)) st->site_cache[id & 255] = id;
 }
@@ -427,8 +427,8 @@ int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* 
 /* ---------------------------------------------------------------------------------------------
  * Appending
  * ------------------------------------------------------------------------------------------- */
-static int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur, uint32_t site_id,
-                    uint32_t depth, uint32_t flags) {
+static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur,
+                           uint32_t site_id, uint32_t depth, uint32_t flags) {
   chunk* c = t->zones.tail;
   if (!c || c->count == ZONES_PER_CHUNK || !fits_off(start, c->base)) {
     c = new_chunk(st, &t->zones, CK_ZONES, ZONES_PER_CHUNK * sizeof(zrec), start);
@@ -633,12 +633,34 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
   st->packets++;
   tmk_proto_record rec;
   int n = 0;
+  /* Zones are nearly all records: they take a fast path with the thread looked up once per run
+   * (the pointer stays valid until a new thread grows the table). */
+  thread* cur = NULL;
+  uint32_t cur_id = 0, cur_n = 0;
   for (;;) {
     rc = tmk_proto_next(&rd, &rec);
     if (rc == 0) break;
     if (rc < 0) {
       st->malformed++;
       return rc;
+    }
+    if (rec.type == TMK_REC_ZONE) {
+      if (!cur || rec.thread != cur_id || st->nthreads != cur_n) {
+        cur = get_thread(st, rec.thread);
+        cur_id = rec.thread;
+        cur_n = st->nthreads;
+        if (!cur) {
+          st->malformed++;
+          continue;
+        }
+      }
+      reference_site(st, rec.u.zone.site);
+      if (add_zone(st, cur, rec.u.zone.start, rec.u.zone.duration, rec.u.zone.site,
+                   rec.u.zone.depth, 0) == TMK_ENOMEM)
+        return TMK_ENOMEM;
+      st->records++;
+      n++;
+      continue;
     }
     int src = store_record(st, &rec);
     if (src == TMK_ENOMEM) return src;
