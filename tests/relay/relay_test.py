@@ -338,6 +338,32 @@ def case_chaos():
         eq(r.stop(), 0, "exit code")
 
 
+def case_spoofed():
+    r = Relay()
+    try:
+        sid = "00000000005b00f0"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 20, "--no-bye")
+        r.wait_zones(sid, 20 * 40)
+        # another host (127.0.0.2) sends DATA and a HELLO under the same session id
+        synth("--to", f"127.0.0.1:{r.port}", "--bind", "127.0.0.2", "--session", sid,
+              "--packets", 30, "--seq-start", 20, "--no-bye")
+        synth("--to", f"127.0.0.1:{r.port}", "--bind", "127.0.0.2", "--tcp", "--session", sid,
+              "--packets", 5, "--seq-start", 50, "--no-bye")
+        js = wait_for(lambda: (lambda j: j["stats"]["spoofed"] >= 37 and j)(r.session(sid)), 5,
+                      "spoofed packets counted")
+        eq(js["stats"]["spoofed"], 30 + 1 + 5 + 1, "spoofed DATA + HELLO over UDP and TCP")
+        eq(js["stats"]["zones"], 20 * 40, "zones after spoofing")
+        eq(js["source"].split(":")[0], "127.0.0.1", "session still bound to its host")
+        eq(len(r.sessions()), 1, "no session for the spoofer")
+        # the real target carries on unharmed
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 10, "--seq-start", 20,
+              "--no-hello")
+        js = r.wait_zones(sid, 30 * 40)
+        eq(js["stats"]["lost"], 0, "lost after spoofing")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_record_roundtrip():
     data = os.path.join(TMP, "data")
     r = Relay("--record", data=data)

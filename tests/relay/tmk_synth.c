@@ -38,6 +38,7 @@ typedef struct opts {
   uint32_t seed;
   uint64_t seq_start;
   int no_lz4;
+  const char* bind_ip; /* source address (e.g. 127.0.0.2 to look like another host) */
 } opts;
 
 static uint32_t g_rng;
@@ -116,10 +117,20 @@ static void poll_replies(int wait_ms) {
   }
 }
 
+static void bind_source(const opts* o) {
+  if (!o->bind_ip) return;
+  struct sockaddr_in me;
+  memset(&me, 0, sizeof me);
+  me.sin_family = AF_INET;
+  inet_pton(AF_INET, o->bind_ip, &me.sin_addr);
+  if (bind(g_fd, (struct sockaddr*)&me, sizeof me) != 0) die("bind");
+}
+
 static void open_udp(const opts* o) {
   if (g_fd >= 0) close(g_fd);
   g_fd = socket(AF_INET, SOCK_DGRAM, 0);
   if (g_fd < 0) die("socket");
+  bind_source(o);
   g_is_tcp = 0;
   memset(&g_to, 0, sizeof g_to);
   g_to.sin_family = AF_INET;
@@ -132,6 +143,7 @@ static void open_tcp(const opts* o) {
   if (g_fd >= 0) close(g_fd);
   g_fd = socket(AF_INET, SOCK_STREAM, 0);
   if (g_fd < 0) die("socket");
+  bind_source(o);
   g_is_tcp = 1;
   memset(&g_to, 0, sizeof g_to);
   g_to.sin_family = AF_INET;
@@ -266,6 +278,7 @@ int main(int argc, char** argv) {
     else if (ARG("--flood-sessions")) o.flood = strtoull(v, NULL, 10);
     else if (ARG("--seed")) o.seed = (uint32_t)strtoul(v, NULL, 10);
     else if (ARG("--seq-start")) o.seq_start = strtoull(v, NULL, 10);
+    else if (ARG("--bind")) o.bind_ip = v;
     else {
       fprintf(stderr, "tmk-relay-synth: unknown option %s\n", a);
       return 2;
