@@ -426,10 +426,23 @@ static void test_encode_vectors(void** state) {
                v->name, len, v->name, n, k);
     }
   }
+  /* Control packets are written in the host's byte order (their only fixed-width field is the
+   * session id); the vectors are little-endian, so a big-endian host expects the BIG_ENDIAN flag
+   * and the session id's bytes reversed, and nothing else changed. */
   for (i = 0; i < N_CTL; i++) {
     long n = read_file(k_ctl_vectors[i], "bin", bin, OUT_CAP);
     int len = encode_ctl(i, enc, OUT_CAP);
-    assert_true(n > 0 && len > 0);
+    assert_true(n > 14 && len > 0);
+    assert_int_equal(bin[4], 0);
+    if (tmk_proto_host_big_endian()) {
+      int k;
+      bin[4] = TMK_PKT_F_BIG_ENDIAN;
+      for (k = 0; k < 4; k++) {
+        uint8_t t = bin[6 + k];
+        bin[6 + k] = bin[13 - k];
+        bin[13 - k] = t;
+      }
+    }
     if (len != n || memcmp(bin, enc, (size_t)len) != 0)
       fail_msg("%s: encoder output differs from %s.bin", k_ctl_vectors[i], k_ctl_vectors[i]);
   }
