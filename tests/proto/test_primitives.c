@@ -353,6 +353,38 @@ static void test_name_tables(void** state) {
   assert_string_equal(tmk_proto_severity_name(1000000u), "?");
 }
 
+/* tmk_proto_format_record behaves like snprintf: it returns the full length and always
+ * terminates, writing a prefix of the full line into any smaller buffer. */
+static void test_format_truncates(void** state) {
+  tmk_proto_record rec;
+  char full[512], part[512];
+  int n, cap;
+  (void)state;
+  memset(&rec, 0, sizeof rec);
+  rec.type = TMK_REC_MESSAGE;
+  rec.thread = 4;
+  rec.u.message.site = 9;
+  rec.u.message.severity = TMK_SEV_WARNING;
+  rec.u.message.verbosity = 0x10;
+  rec.u.message.time = 0xFFFFFFFFFFull;
+  rec.u.message.text.ptr = "say \"hi\"\n\x01";
+  rec.u.message.text.len = 10;
+  n = tmk_proto_format_record(&rec, full, sizeof full);
+  assert_int_equal(n, (int)strlen(full));
+  assert_string_equal(full, "message thread=4 site=9 severity=warning verbosity=0x10 time=1099511627775 "
+                            "text=\"say \\\"hi\\\"\\x0a\\x01\"");
+  for (cap = 1; cap <= n + 1; cap++) {
+    memset(part, 'Z', sizeof part);
+    assert_int_equal(tmk_proto_format_record(&rec, part, (size_t)cap), n);
+    assert_int_equal(strlen(part), (size_t)cap - 1);
+    assert_memory_equal(part, full, (size_t)cap - 1);
+    assert_int_equal(part[cap], 'Z');
+  }
+  part[0] = 'Z';
+  assert_int_equal(tmk_proto_format_record(&rec, part, 0), n);
+  assert_int_equal(part[0], 'Z');
+}
+
 static void test_host_byte_order(void** state) {
   union {
     uint32_t u;
@@ -370,7 +402,7 @@ int main(void) {
       cmocka_unit_test(test_frame_prefix),       cmocka_unit_test(test_frame_parse_bad),
       cmocka_unit_test(test_frame_stream),       cmocka_unit_test(test_strerror_every_code),
       cmocka_unit_test(test_ticks_to_ns),        cmocka_unit_test(test_name_tables),
-      cmocka_unit_test(test_host_byte_order),
+      cmocka_unit_test(test_host_byte_order),    cmocka_unit_test(test_format_truncates),
   };
   return cmocka_run_group_tests_name("proto-primitives", tests, NULL, NULL);
 }
