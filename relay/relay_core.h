@@ -143,8 +143,6 @@ typedef struct tmk__rec_writer {
   uint8_t* buf; /* pending PACKETS payload */
   size_t len, cap;
   uint64_t packets, bytes_written, chunks;
-  uint64_t last_flush_ms;
-  uint64_t last_sync_ms;
   int failed;
 } tmk__rec_writer;
 
@@ -166,7 +164,7 @@ typedef struct tmk__rec_stats {
 int tmk__rec_create(tmk__rec_writer* w, const char* path, const tmk__rec_session* s);
 /* Appends one raw packet (HELLO or DATA, as delivered). Flushes a chunk when the buffer passes
  * 64 KiB. Returns 0 or TMK_EIO. */
-int tmk__rec_packet(tmk__rec_writer* w, const uint8_t* packet, size_t len, uint64_t now_ms);
+int tmk__rec_packet(tmk__rec_writer* w, const uint8_t* packet, size_t len);
 /* Writes the pending packets as one chunk (write(2); fdatasync when sync). */
 int tmk__rec_flush(tmk__rec_writer* w, int sync);
 int tmk__rec_write_stats(tmk__rec_writer* w, const tmk__rec_stats* s);

@@ -125,10 +125,8 @@ struct tmk_relay {
   uint64_t records_at_last_stats;
   uint64_t lost_at_last_stats, packets_at_last_stats, garbage_at_last_stats;
   uint64_t last_stats_ms;
-  uint64_t replay_counter;
   struct mg_context* http;
   int http_port_bound;
-  int exit_code;
 };
 
 /* ---- relay_session.c ---------------------------------------------------------------------- */
@@ -167,7 +165,8 @@ void tmk__ingest_stop(tmk_relay* r);
 /* Sends a packet to a session's agent: over its TCP connection if it has one, else to its UDP
  * source address. Returns 0 or TMK_ESTATE / TMK_ESOCKET. */
 int tmk__ingest_send(tmk_relay* r, tmk__session* s, const uint8_t* packet, size_t len);
-/* Called for a session on its TCP connection closing. */
+/* [loop] every tick: ages reorder windows, applies queued packets, syncs counters, wakes the
+ * data listener when packets were decoded since the last tick. */
 void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms);
 
 /* ---- relay_control.c ---------------------------------------------------------------------- */
@@ -183,7 +182,7 @@ void tmk__control_drain(tmk_relay* r);
 int tmk__http_start(tmk_relay* r);
 void tmk__http_stop(tmk_relay* r);
 
-/* ---- relay_main.c / lifecycle (relay_session.c) ------------------------------------------- */
+/* ---- relay_main.c (relay object) and relay_ingest.c (addresses) ---------------------------- */
 tmk_relay* tmk__relay_new(const tmk_relay_config* cfg);
 void tmk__relay_free(tmk_relay* r);
 /* Formats a sockaddr as "ip:port". */

@@ -240,7 +240,7 @@ void tmk__session_apply(tmk__session* s, const uint8_t* packet, size_t len, void
     }
   }
   if (s->recording && !s->rec.failed) {
-    if (tmk__rec_packet(&s->rec, packet, len, 0) < 0)
+    if (tmk__rec_packet(&s->rec, packet, len) < 0)
       tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed (%s); recording stopped", s->id,
                s->rec.path, strerror(errno));
   }
@@ -329,7 +329,7 @@ int tmk__session_record_start(tmk__session* s, char* path_out, size_t cap, char*
     return TMK_EIO;
   }
   s->recording = 1;
-  if (s->hello) tmk__rec_packet(&s->rec, s->hello, s->hello_len, 0);
+  if (s->hello) tmk__rec_packet(&s->rec, s->hello, s->hello_len);
   pthread_mutex_lock(&s->mu);
   s->info.recording = 1;
   snprintf(s->info.recording_path, sizeof s->info.recording_path, "%s", path);

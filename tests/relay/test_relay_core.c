@@ -148,7 +148,7 @@ static void test_recording_roundtrip_and_every_torn_tail(void** state) {
   uint8_t pk[64];
   for (size_t i = 0; i < 400; i++) {
     memset(pk, (uint8_t)i, sizeof pk);
-    assert_int_equal(tmk__rec_packet(&w, pk, 10 + i % 50, 0), 0);
+    assert_int_equal(tmk__rec_packet(&w, pk, 10 + i % 50), 0);
     if (i + 1 == boundaries[nb]) {
       assert_int_equal(tmk__rec_flush(&w, 0), 0);
       nb++;
