@@ -333,6 +333,7 @@ int main(int argc, char** argv) {
       if (k % 256 == 255) sleep_ms(1);
     }
     printf("SYNTH flood=%llu\n", (unsigned long long)o.flood);
+    free(lz4);
     return 0;
   }
 
@@ -341,6 +342,7 @@ int main(int argc, char** argv) {
     for (int k = 0; k < o.hello_count; k++) send_hello(&o, o.hello_version);
   if (o.hello_version != TMK_PROTO_VERSION) {
     poll_replies(o.linger_ms ? o.linger_ms : 1000);
+    free(lz4);
     return 0;
   }
 
