@@ -636,8 +636,18 @@ def case_demo():
             check(st["zones"] > 1000, f"only {st['zones']} zones from the demo")
             eq(st["malformed"], 0, "malformed packets from the demo")
             eq(st["unresolved_sites"], 0, "sites without descriptors")
+            # every packet the agent reports sent is accounted for: decoded, or (UDP only) counted
+            # lost (the demo reads its counters before the agent's final flush, so the relay may
+            # see a few more)
+            sent_packets = int(m.group(1))
             if transport == "tcp":
                 eq(st["lost"], 0, "lost over TCP")
+            check(st["packets"] + st["lost"] >= sent_packets,
+                  f"relay saw {st['packets']} + {st['lost']} lost of {sent_packets} demo packets")
+            drops = re.search(r"dropped: ring full (\d+), no thread slot (\d+)", p.stdout)
+            check(drops, f"demo drop summary missing: {p.stdout}")
+            eq((js["dropped_by_reason"]["ring_full"], js["dropped_by_reason"]["no_thread"]),
+               (int(drops.group(1)), int(drops.group(2))), "agent drops reported in-band")
             z = r.get(f"/api/sessions/{sid}/zones?limit=100")
             check(z["count"] == 100 and z["truncated"], "zones query on the demo session")
             check(len(r.get(f"/api/sessions/{sid}/sites")["threads"]) >= 2, "demo threads")
