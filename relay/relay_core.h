@@ -99,9 +99,9 @@ tmk__store* tmk__store_new(size_t budget);
 void tmk__store_free(tmk__store* st);
 /* Sets the timer frequency used to convert ticks to ns for queries (0 = 1 tick per ns). */
 void tmk__store_set_freq(tmk__store* st, uint64_t freq);
-/* Decodes one DATA packet and stores its records. Returns the number of records decoded or a
- * negative TMK_E* code (records decoded before the error are kept; the packet counts as
- * malformed). `scratch` must hold TMK_PROTO_MAX_BODY bytes. */
+/* Decodes one DATA packet and stores its records: all of them, or none when any part of the
+ * packet fails to decode (it then counts as malformed). Returns the number of records stored or
+ * a negative TMK_E* code. `scratch` must hold TMK_PROTO_MAX_BODY bytes. */
 int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* scratch);
 /* Fills stats fields the store owns (records, zones, malformed, dropped_by_agent, evicted,
  * mem_bytes, unresolved_sites) and info fields (first_ns, last_ns, threads, sites,

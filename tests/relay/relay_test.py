@@ -338,6 +338,31 @@ def case_chaos():
         eq(r.stop(), 0, "exit code")
 
 
+def case_malformed():
+    r = Relay()
+    try:
+        sid = "0000000000bad001"
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 100,
+                         "--corrupt-every", 10, "--no-bye"))
+        eq(out["zones"], 90 * 40, "zones in the good packets")
+        js = r.wait_zones(sid, 90 * 40)
+        st = js["stats"]
+        eq(st["malformed"], 10, "malformed packets")
+        eq(st["lost"], 0, "a malformed packet is not a lost one")
+        eq(st["packets"], 100, "DATA packets delivered")
+        frames = [f["time_ns"] for f in events_of(r, sid, "frame")]
+        eq(frames, [frame_time(s) for s in range(100) if s % 10 != 9],
+           "nothing stored from malformed packets")
+        # the same flood over TCP: the connection survives bad bodies (framing is intact)
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--tcp", "--session", "0000000000bad002",
+                         "--packets", 50, "--corrupt-every", 5))
+        js = r.wait_zones("0000000000bad002", 40 * 40)
+        eq(js["stats"]["malformed"], 10, "malformed over TCP")
+        eq(len(r.sessions()), 2, "sessions")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_spoofed():
     r = Relay()
     try:

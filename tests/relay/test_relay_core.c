@@ -312,10 +312,14 @@ static void test_store_decode_query_and_budget(void** state) {
   tmk__store_zones(st, &q, count_zone, &c);
   assert_int_equal(c.n, 3); /* zones at +0, +100, +200 */
   assert_int_equal(c.first_start, 1000000);
-  /* a corrupt packet is counted, nothing stored from it */
-  pk[n - 1] ^= 0xFF;
-  pk[n - 2] ^= 0xFF;
-  tmk__store_packet(st, pk, n, scratch);
+  /* a truncated packet is counted as malformed and nothing of it is stored, not even the
+   * records before the point where it broke */
+  n = make_packet(pk, sizeof pk, 2, 30, 0);
+  assert_true(tmk__store_packet(st, pk, n - 3, scratch) < 0);
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_int_equal(info.stats.zones, 20);
+  assert_int_equal(info.stats.malformed, 1);
   /* fill far beyond the 1 MiB budget: memory stays bounded, eviction counted */
   for (uint64_t s = 2; s < 8000; s++) {
     n = make_packet(pk, sizeof pk, s, 60, 0);

@@ -39,6 +39,7 @@ typedef struct opts {
   uint64_t seq_start;
   int no_lz4;
   const char* bind_ip; /* source address (e.g. 127.0.0.2 to look like another host) */
+  uint64_t corrupt_every; /* every Nth DATA packet is replaced by one whose body cannot decode */
 } opts;
 
 static uint32_t g_rng;
@@ -279,6 +280,7 @@ int main(int argc, char** argv) {
     else if (ARG("--seed")) o.seed = (uint32_t)strtoul(v, NULL, 10);
     else if (ARG("--seq-start")) o.seq_start = strtoull(v, NULL, 10);
     else if (ARG("--bind")) o.bind_ip = v;
+    else if (ARG("--corrupt-every")) o.corrupt_every = strtoull(v, NULL, 10);
     else {
       fprintf(stderr, "tmk-relay-synth: unknown option %s\n", a);
       return 2;
@@ -412,7 +414,30 @@ int main(int argc, char** argv) {
       fprintf(stderr, "finish: %s\n", tmk_strerror(n));
       return 1;
     }
-    send_packet(out, (size_t)n);
+    if (o.corrupt_every && i % o.corrupt_every == o.corrupt_every - 1) {
+      /* A valid header (this session, this seq) and a body that is guaranteed not to decode:
+       * a record stream of one reserved tag (PROTOCOL.md §5: 0x0E is reserved -> ERECORD). */
+      uint8_t bad[32];
+      size_t k = 0;
+      memcpy(bad, "TMK", 3);
+      bad[3] = TMK_PROTO_VERSION;
+      bad[4] = o.big_endian ? TMK_PKT_F_BIG_ENDIAN : 0;
+      bad[5] = TMK_PKT_DATA;
+      for (int b = 0; b < 8; b++)
+        bad[6 + b] = (uint8_t)(o.session >> (8 * (o.big_endian ? 7 - b : b)));
+      k = 14;
+      k += (size_t)tmk_proto_varint_put(bad + k, seq);
+      k += (size_t)tmk_proto_varint_put(bad + k, 0);
+      bad[k++] = 1;
+      bad[k++] = 0x0E;
+      send_packet(bad, k);
+      zones_sent -= (uint64_t)o.zones * o.threads;
+      frames--;
+      plots--;
+      if (seq % 10 == 0) messages--;
+    } else {
+      send_packet(out, (size_t)n);
+    }
     if (o.rate > 0) {
       struct timespec now;
       clock_gettime(CLOCK_MONOTONIC, &now);
