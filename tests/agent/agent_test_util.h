@@ -2,7 +2,9 @@
  * that decodes straight into an offline receiver, and small waits. */
 #ifndef AGENT_TEST_UTIL_H
 #define AGENT_TEST_UTIL_H
+#ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
+#endif
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +37,14 @@ static inline tmk_agent_desc sink_desc(receiver* r) {
   d.program = "agent-test";
   return d;
 }
+
+/* Per-test setup: a failed test may have left the agent running. */
+static inline int agent_reset(void** state) {
+  (void)state;
+  tmk_agent_shutdown();
+  return 0;
+}
+#define AGENT_TEST(f) cmocka_unit_test_setup_teardown(f, agent_reset, agent_reset)
 
 static inline tmk_agent_stats stats_now(void) {
   tmk_agent_stats s;

@@ -247,13 +247,13 @@ static void zones_before_init_and_after_shutdown_are_ignored(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(every_record_kind),
-      cmocka_unit_test(tiny_arena_8k),
-      cmocka_unit_test(file_transport),
-      cmocka_unit_test(marker_mismatch_counted),
-      cmocka_unit_test(wrapping_32bit_clock),
-      cmocka_unit_test(runtime_level_and_mask),
-      cmocka_unit_test(zones_before_init_and_after_shutdown_are_ignored),
+      AGENT_TEST(every_record_kind),
+      AGENT_TEST(tiny_arena_8k),
+      AGENT_TEST(file_transport),
+      AGENT_TEST(marker_mismatch_counted),
+      AGENT_TEST(wrapping_32bit_clock),
+      AGENT_TEST(runtime_level_and_mask),
+      AGENT_TEST(zones_before_init_and_after_shutdown_are_ignored),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

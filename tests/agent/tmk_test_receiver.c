@@ -203,9 +203,12 @@ static void* recv_main(void* arg) {
         r->tcp_len = 0;
       }
     }
-    if (n == 3 && (pf[2].revents & (POLLIN | POLLHUP | POLLERR))) {
-      ssize_t got = recv(r->tcp_fd, r->tcp_buf + r->tcp_len, sizeof r->tcp_buf - r->tcp_len, 0);
-      if (got <= 0) {
+    if (n == 3 && pf[2].fd == r->tcp_fd && (pf[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t got = recv(r->tcp_fd, r->tcp_buf + r->tcp_len, sizeof r->tcp_buf - r->tcp_len,
+                         MSG_DONTWAIT);
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        /* spurious wake-up */
+      } else if (got <= 0) {
         close(r->tcp_fd);
         r->tcp_fd = -1;
         r->tcp_len = 0;

@@ -36,7 +36,7 @@ typedef struct receiver {
   uint64_t session_id;
   uint64_t hellos, data_packets, byes, bytes, bad_packets, tcp_packets, udp_packets;
   uint64_t timer_freq;
-  uint32_t hello_caps;
+  uint64_t hello_caps;
   char program[64];
   uint64_t zones, markers_begin, markers_end, frames, plots, messages, sites_seen, clock_syncs;
   uint64_t drops[TMK_DROP_REASON_COUNT];
