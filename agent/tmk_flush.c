@@ -369,10 +369,11 @@ static void update_clock_extension(void) {
 
 int tmk__flush_cycle(int full) {
   tmk__agent* g = &tmk__g;
-  uint64_t before = g->packets_sent, now = tmk__ms();
+  uint64_t before = g->packets_sent, now;
   uint32_t i;
   update_clock_extension();
-  tmk__transport_tick();
+  tmk__transport_tick(); /* may (re)connect and send a HELLO: read the time after it */
+  now = tmk__ms();
   if (!g->welcomed && !g->rejected &&
       (g->transport == TMK_TRANSPORT_UDP || g->transport == TMK_TRANSPORT_TCP) &&
       now - g->last_hello_ms >= HELLO_INTERVAL_MS)
