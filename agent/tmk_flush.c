@@ -288,7 +288,7 @@ void tmk__account_drops(void) {
   uint32_t i, cur;
   int r;
   for (i = 0; i < g->nthreads; i++) {
-    tmk__thread* t = &g->threads[i];
+    tmk__thread* t = tmk__slot(i);
     for (r = 0; r < TMK_DROP_REASON_COUNT; r++) {
       cur = tmk_port_load32_relaxed(&t->drops[r]);
       g->drops[r] += (uint32_t)(cur - t->seen[r]);
@@ -322,7 +322,7 @@ static void emit_meta(void) {
   rec r;
   for (s = g->sites; s; s = s->next) emit_site(s);
   for (i = 0; i < g->nthreads; i++) {
-    tmk__thread* t = &g->threads[i];
+    tmk__thread* t = tmk__slot(i);
     if (!t->name_len) continue;
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_THREAD_NAME;
@@ -384,7 +384,7 @@ int tmk__flush_cycle(int full) {
     emit_meta();
   }
   for (i = 0; i < g->nthreads; i++) {
-    tmk__thread* t = &g->threads[i];
+    tmk__thread* t = tmk__slot(i);
     uint32_t state = tmk_port_load32_acquire(&t->state);
     if (state == TMK__SLOT_FREE || state == TMK__SLOT_CLAIMING) continue;
     drain_thread(t);
