@@ -253,6 +253,58 @@ static void no_relay_never_blocks(void** state) {
   }
 }
 
+static void rejected_agent_stops_sending(void** state) {
+  static receiver r;
+  tmk_agent_desc d;
+  uint64_t data;
+  int i;
+  (void)state;
+  r.auto_reject = 1;
+  assert_int_equal(recv_start(&r), 0);
+  memset(&d, 0, sizeof d);
+  d.relay_port = r.udp_port;
+  d.transport = TMK_TRANSPORT_UDP;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  for (i = 0; i < 1000 && !stats_now().rejected; i++) sleep_ms(5);
+  assert_true(stats_now().rejected);
+  sleep_ms(50);
+  data = recv_get(&r, &r.data_packets);
+  producer((void*)(intptr_t)0); /* the game keeps running; nothing more goes out */
+  tmk_agent_flush();
+  sleep_ms(100);
+  assert_int_equal(recv_get(&r, &r.data_packets), data);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  sleep_ms(50);
+  assert_int_equal(recv_get(&r, &r.byes), 0);
+  assert_int_equal(recv_get(&r, &r.hellos), 1);
+  recv_stop(&r);
+}
+
+static void wait_mode_without_relay_does_not_hang(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  int i;
+  (void)state;
+  assert_int_equal(recv_start(&r), 0);
+  recv_stop(&r); /* its TCP port is now closed */
+  memset(&d, 0, sizeof d);
+  d.relay_port = r.tcp_port;
+  d.transport = TMK_TRANSPORT_TCP;
+  d.overflow = TMK_OVERFLOW_WAIT;
+  d.ring_bytes = 1024;
+  d.max_threads = 2;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  for (i = 0; i < 20000; i++) {
+    TMK_ZONE("waits", TMK_SEV_INFO, 1); /* the flusher keeps draining into failed sends */
+  }
+  tmk_agent_flush();
+  s = stats_now();
+  assert_int_equal(s.drops[TMK_DROP_RING_FULL], 0);
+  assert_true(s.drops[TMK_DROP_SEND_FAILED] > 0);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       AGENT_TEST(udp_every_zone_accounted),
@@ -262,6 +314,8 @@ int main(void) {
       AGENT_TEST(control_over_udp),
       AGENT_TEST(control_over_tcp),
       AGENT_TEST(no_relay_never_blocks),
+      AGENT_TEST(rejected_agent_stops_sending),
+      AGENT_TEST(wait_mode_without_relay_does_not_hang),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

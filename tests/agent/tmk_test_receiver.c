@@ -135,7 +135,15 @@ static void handle_packet(receiver* r, const uint8_t* p, size_t len, int tcp) {
       r->timer_freq = h.timer_freq;
       r->hello_caps = h.caps;
       copy_str(r->program, sizeof r->program, h.program);
-      if (r->auto_welcome) {
+      if (r->auto_reject) {
+        uint8_t out[256];
+        tmk_proto_reject rj;
+        rj.reason = TMK_REJECT_FULL;
+        rj.text.ptr = "relay full: stop another session";
+        rj.text.len = (uint32_t)strlen(rj.text.ptr);
+        send_packet_locked(r, tcp, out,
+                           tmk_proto_encode_reject(out, sizeof out, rd.hdr.session_id, &rj));
+      } else if (r->auto_welcome) {
         uint8_t out[256];
         tmk_proto_welcome w;
         w.proto_version = TMK_PROTO_VERSION;
@@ -231,9 +239,10 @@ void recv_init_offline(receiver* r) {
 int recv_start(receiver* r) {
   struct sockaddr_in sa;
   socklen_t sl = sizeof sa;
-  int one = 1, aw = r->auto_welcome;
+  int one = 1, aw = r->auto_welcome, ar = r->auto_reject;
   recv_init_offline(r);
   r->auto_welcome = aw;
+  r->auto_reject = ar;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

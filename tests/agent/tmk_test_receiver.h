@@ -25,6 +25,7 @@ typedef struct receiver {
   int udp_fd, listen_fd, tcp_fd;
   uint16_t udp_port, tcp_port;
   int auto_welcome; /* answer HELLO with WELCOME */
+  int auto_reject;  /* answer HELLO with REJECT (relay full) */
   volatile int stop;
   pthread_t thread;
   pthread_mutex_t mu;
