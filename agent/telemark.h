@@ -76,10 +76,10 @@ typedef struct tmk_clock {
 } tmk_clock;
 
 typedef struct tmk_agent_desc {
-  const char* relay_host;     /* 0: "127.0.0.1" */
+  const char* relay_host;     /* 0: "127.0.0.1" (name or address; copied) */
   uint16_t relay_port;        /* 0: 7720 */
   tmk_transport transport;    /* 0: auto */
-  const char* program;        /* 0: "telemark-app" */
+  const char* program;        /* 0: "telemark-app" (copied, at most 127 bytes) */
   const char* file_path;      /* file transport; 0: "telemark.tmk" */
   tmk_write_callback write;   /* callback transport */
   uint32_t ring_bytes;        /* per thread, rounded down to a power of two; 0: from arena */

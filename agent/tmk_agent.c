@@ -404,9 +404,13 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   memset(&tmk__g, 0, sizeof tmk__g);
   tmk__g.gen = gen;
   tmk__g.desc = d;
-  tmk__g.host = d.relay_host ? d.relay_host : "127.0.0.1";
+  if (d.relay_host && strlen(d.relay_host) >= sizeof tmk__g.host_buf) return TMK_EINVAL;
+  strcpy(tmk__g.host_buf, d.relay_host ? d.relay_host : "127.0.0.1");
+  tmk__g.host = tmk__g.host_buf;
   if (!d.relay_port) tmk__g.desc.relay_port = TMK_PROTO_DEFAULT_PORT;
-  tmk__g.program = d.program ? d.program : "telemark-app";
+  strncpy(tmk__g.program_buf, d.program ? d.program : "telemark-app",
+          sizeof tmk__g.program_buf - 1);
+  tmk__g.program = tmk__g.program_buf;
   if (!d.file_path) tmk__g.desc.file_path = "telemark.tmk";
   tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
   tmk__g.overflow = (uint32_t)d.overflow;

@@ -77,8 +77,10 @@ typedef struct tmk__agent {
   uint32_t stop;
   tmk_port_thread flusher;
   tmk_agent_desc desc;
-  const char* host;
-  const char* program;
+  const char* host;    /* -> host_buf: the caller's strings need not outlive init */
+  const char* program; /* -> program_buf */
+  char host_buf[256];
+  char program_buf[128];
   const char* team_names[32];
   uint64_t freq;
   uint64_t session_id;

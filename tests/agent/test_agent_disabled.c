@@ -28,6 +28,7 @@ int main(void) {
   tmk_agent_desc d = {0};
   tmk_agent_stats s;
   int failures = 0;
+  (void)keep_touch;
   if (tmk_agent_init(&d, arena, sizeof arena) != 0) failures++;
   TMK_THREAD_NAME("main");
   TMK_FRAME();
