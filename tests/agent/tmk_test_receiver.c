@@ -57,8 +57,10 @@ static void handle_data(receiver* r, tmk_proto_reader* rd) {
         else r->markers_end++;
         id = rec.u.marker.site;
         if (id < RECV_MAX_SITES) r->events_by_id[id]++;
-        r->last_marker_payload_len = rec.u.marker.payload.len;
-        copy_str(r->last_marker_payload, sizeof r->last_marker_payload, rec.u.marker.payload);
+        if (rec.u.marker.payload.len) { /* keep the last non-empty payload */
+          r->last_marker_payload_len = rec.u.marker.payload.len;
+          copy_str(r->last_marker_payload, sizeof r->last_marker_payload, rec.u.marker.payload);
+        }
         break;
       case TMK_REC_FRAME:
         r->frames++;
@@ -134,6 +136,10 @@ static void handle_packet(receiver* r, const uint8_t* p, size_t len, int tcp) {
       r->hellos++;
       r->timer_freq = h.timer_freq;
       r->hello_caps = h.caps;
+      r->hello_big_endian = h.big_endian;
+      r->hello_pointer_size = h.pointer_size;
+      r->hello_header_big_endian = (rd.hdr.flags & TMK_PKT_F_BIG_ENDIAN) != 0;
+      copy_str(r->arch, sizeof r->arch, h.arch);
       copy_str(r->program, sizeof r->program, h.program);
       if (r->auto_reject) {
         uint8_t out[256];
