@@ -1,7 +1,8 @@
 /* bench_agent.c — tmk-bench-agent: what a zone costs the game and the wire. Prints
  * `RESULT name=value` lines measured in one run: zone_ns (one thread), zone_ns_2threads,
  * floor_ns (two raw timer reads), zone_over_floor, filtered_ns (zone filtered out at run time),
- * bytes_per_zone (the demo game's stream as it would leave over UDP). */
+ * bytes_per_zone (the demo game's stream as it would leave over UDP; also uncompressed).
+ * Optional argument: seconds of demo stream per measurement (default 3). */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -124,6 +125,38 @@ static int count_packet(void* user, const void* data, size_t len) {
   return 0;
 }
 
+/* Runs the demo game for `seconds` with a counting callback transport. Sets *bytes_per_zone.
+ * Returns 0 or -1. */
+static int demo_stream(double seconds, int no_compression, double* bytes_per_zone,
+                       tmk_agent_stats* st_out) {
+  tmk_agent_desc d;
+  tmk_agent_stats st;
+  int i, rc;
+  demo_bytes = demo_zones = demo_packets = demo_bad = 0;
+  memset(&d, 0, sizeof d);
+  d.transport = TMK_TRANSPORT_CALLBACK;
+  d.write.fn = count_packet;
+  d.program = "telemark-demo";
+  d.no_compression = no_compression;
+  for (i = 0; i < 5; i++) d.team_names[i] = demo_team_names[i];
+  rc = tmk_agent_init(&d, arena, sizeof arena);
+  if (rc < 0) {
+    fprintf(stderr, "tmk-bench-agent: agent init: %s\n", tmk_strerror(rc));
+    return -1;
+  }
+  demo_run(seconds, NULL);
+  tmk_agent_get_stats(&st);
+  tmk_agent_shutdown();
+  if (demo_bad || demo_zones == 0) {
+    fprintf(stderr, "tmk-bench-agent: demo stream did not decode (%llu bad packets)\n",
+            (unsigned long long)demo_bad);
+    return -1;
+  }
+  *bytes_per_zone = (double)demo_bytes / (double)demo_zones;
+  if (st_out) *st_out = st;
+  return 0;
+}
+
 int main(int argc, char** argv) {
   tmk_agent_desc d;
   tmk_agent_stats st;
@@ -131,7 +164,7 @@ int main(int argc, char** argv) {
   socklen_t sl = sizeof sa;
   pthread_t rx;
   double fl[ROUNDS], zn[ROUNDS], fz[ROUNDS], z2[2 * ROUNDS];
-  double floor_ns, zone_ns, zone2_ns, filtered_ns, demo_seconds = 3.0;
+  double floor_ns, zone_ns, zone2_ns, filtered_ns, bpz = 0, bpz_raw = 0, demo_seconds = 3.0;
   int r, i, rc;
   if (argc > 1) demo_seconds = atof(argv[1]);
 
@@ -202,32 +235,18 @@ int main(int argc, char** argv) {
     fprintf(stderr, "tmk-bench-agent: warning: %llu zones dropped during timing\n",
             (unsigned long long)st.drops[TMK_DROP_RING_FULL]);
 
-  /* The demo game's stream, encoded exactly as the agent sends it (callback = same packets). */
-  memset(&d, 0, sizeof d);
-  d.transport = TMK_TRANSPORT_CALLBACK;
-  d.write.fn = count_packet;
-  d.program = "telemark-demo";
-  for (i = 0; i < 5; i++) d.team_names[i] = demo_team_names[i];
-  rc = tmk_agent_init(&d, arena, sizeof arena);
-  if (rc < 0) {
-    fprintf(stderr, "tmk-bench-agent: agent init: %s\n", tmk_strerror(rc));
+  /* The demo game's stream, encoded exactly as the agent sends it (callback = same packets):
+   * as built (LZ4 when available), then without compression as on targets without liblz4. */
+  if (demo_stream(demo_seconds, 0, &bpz, &st) < 0 || demo_stream(demo_seconds, 1, &bpz_raw, NULL) < 0)
     return 1;
-  }
-  demo_run(demo_seconds, NULL);
-  tmk_agent_get_stats(&st);
-  tmk_agent_shutdown();
-  if (demo_bad || demo_zones == 0) {
-    fprintf(stderr, "tmk-bench-agent: demo stream did not decode (%llu bad packets)\n",
-            (unsigned long long)demo_bad);
-    return 1;
-  }
 
   printf("RESULT floor_ns=%.2f\n", floor_ns);
   printf("RESULT zone_ns=%.2f\n", zone_ns);
   printf("RESULT zone_ns_2threads=%.2f\n", zone2_ns);
   printf("RESULT zone_over_floor=%.3f\n", zone_ns / floor_ns);
   printf("RESULT filtered_ns=%.3f\n", filtered_ns);
-  printf("RESULT bytes_per_zone=%.3f\n", (double)demo_bytes / (double)demo_zones);
+  printf("RESULT bytes_per_zone=%.3f\n", bpz);
+  printf("RESULT bytes_per_zone_uncompressed=%.3f\n", bpz_raw);
   printf("RESULT demo_zones=%llu\n", (unsigned long long)demo_zones);
   printf("RESULT demo_packets=%llu\n", (unsigned long long)demo_packets);
   printf("RESULT lz4=%d\n", st.lz4);

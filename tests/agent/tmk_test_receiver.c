@@ -79,6 +79,7 @@ static void handle_data(receiver* r, tmk_proto_reader* rd) {
         id = rec.u.message.site;
         if (id < RECV_MAX_SITES) r->events_by_id[id]++;
         copy_str(r->last_message, sizeof r->last_message, rec.u.message.text);
+        r->last_message_len = rec.u.message.text.len;
         break;
       case TMK_REC_THREAD_NAME:
         if (rec.thread < 16) copy_str(r->thread_names[rec.thread], 32, rec.u.thread_name.name);

@@ -49,6 +49,7 @@ typedef struct receiver {
   int64_t last_plot_i;
   double last_plot_d;
   char last_message[128];
+  uint64_t last_message_len; /* full length as decoded */
   char last_marker_payload[64]; /* last non-empty one */
   uint32_t last_marker_payload_len;
   char thread_names[16][32];
