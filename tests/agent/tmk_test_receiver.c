@@ -191,12 +191,16 @@ static void drain_tcp(receiver* r) {
 static void* recv_main(void* arg) {
   receiver* r = (receiver*)arg;
   static uint8_t buf[65536];
-  while (!r->stop) {
+  while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
     struct pollfd pf[3];
     int n = 0, i;
+    int tcp_fd;
+    pthread_mutex_lock(&r->mu);
+    tcp_fd = r->tcp_fd;
+    pthread_mutex_unlock(&r->mu);
     pf[n].fd = r->udp_fd, pf[n].events = POLLIN, pf[n++].revents = 0;
     pf[n].fd = r->listen_fd, pf[n].events = POLLIN, pf[n++].revents = 0;
-    if (r->tcp_fd >= 0) pf[n].fd = r->tcp_fd, pf[n].events = POLLIN, pf[n++].revents = 0;
+    if (tcp_fd >= 0) pf[n].fd = tcp_fd, pf[n].events = POLLIN, pf[n++].revents = 0;
     if (poll(pf, (nfds_t)n, 10) <= 0) continue;
     pthread_mutex_lock(&r->mu);
     if (pf[0].revents & POLLIN) {
@@ -274,7 +278,7 @@ int recv_start(receiver* r) {
 }
 
 void recv_stop(receiver* r) {
-  r->stop = 1;
+  __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
   pthread_join(r->thread, NULL);
   if (r->udp_fd >= 0) close(r->udp_fd);
   if (r->listen_fd >= 0) close(r->listen_fd);

@@ -26,7 +26,7 @@ typedef struct receiver {
   uint16_t udp_port, tcp_port;
   int auto_welcome; /* answer HELLO with WELCOME */
   int auto_reject;  /* answer HELLO with REJECT (relay full) */
-  volatile int stop;
+  int stop; /* atomic */
   pthread_t thread;
   pthread_mutex_t mu;
   /* everything below is guarded by mu */
