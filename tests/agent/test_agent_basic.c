@@ -31,6 +31,8 @@ static void every_record_kind(void** state) {
   d.team_names[3] = "audio";
   assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
   assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), TMK_ESTATE);
+  /* A 4 MB arena holds LZ4's state whenever the build has LZ4. */
+  assert_int_equal(stats_now().lz4, tmk_proto_lz4_state_size() > 0);
   tmk_thread_name("main");
   nested(10);
   TMK_FRAME();
