@@ -890,7 +890,8 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
     if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
       const tmk_proto_zone* c = &zones[i + 1];
-      is_open = c->depth == z->depth + 1 && tmk__inside(z->start, zend, c);
+      is_open = z->depth != 0xFFFFFFFFu && c->depth == z->depth + 1 &&
+                tmk__inside(z->start, zend, c);
     }
 
     gap = need_at ? 0 : z->start - cursor;
