@@ -137,7 +137,8 @@ static void test_zigzag_plot_values(void** state) {
                                    0x07, 0x01, 0x00, 0x03, /* -2 */
                                    0x07, 0x01, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                                    0xFF, 0xFF, 0xFF, 0xFF, 0x01 /* INT64_MIN */};
-    pkt[n++] = (uint8_t)sizeof body; /* the record stream's length (§5); no numbers follow */
+    pkt[n++] = (uint8_t)sizeof body; /* the record stream's length (§5) */
+    pkt[n++] = 0;                    /* and the number stream's: none */
     memcpy(pkt + n, body, sizeof body);
     n += sizeof body;
   }
