@@ -416,7 +416,7 @@ int main(int argc, char** argv) {
     }
     if (o.corrupt_every && i % o.corrupt_every == o.corrupt_every - 1) {
       /* A valid header (this session, this seq) and a body that is guaranteed not to decode:
-       * a record stream of one reserved tag (PROTOCOL.md §5: 0x0E is reserved -> ERECORD). */
+       * A = 1, N = 0, a record stream of one reserved tag (PROTOCOL.md §5: 0x0E -> ERECORD). */
       uint8_t bad[32];
       size_t k = 0;
       memcpy(bad, "TMK", 3);
@@ -429,6 +429,7 @@ int main(int argc, char** argv) {
       k += (size_t)tmk_proto_varint_put(bad + k, seq);
       k += (size_t)tmk_proto_varint_put(bad + k, 0);
       bad[k++] = 1;
+      bad[k++] = 0;
       bad[k++] = 0x0E;
       send_packet(bad, k);
       zones_sent -= (uint64_t)o.zones * o.threads;
