@@ -411,6 +411,14 @@ static int event_cb(void* ud, const tmk_relay_event* e) {
   } else if (e->type == TMK_RELAY_EV_MARKER_BEGIN || e->type == TMK_RELAY_EV_MARKER_END) {
     tmk__json_key(j, "payload");
     tmk__json_str(j, e->text, e->text_len);
+    /* extra data is bytes, not necessarily text: also give it exactly */
+    char hex[2 * TMK_PROTO_MAX_PAYLOAD + 1];
+    uint32_t n = e->text_len <= TMK_PROTO_MAX_PAYLOAD ? e->text_len : TMK_PROTO_MAX_PAYLOAD;
+    for (uint32_t k = 0; k < n; k++)
+      snprintf(hex + 2 * k, 3, "%02x", (unsigned)(unsigned char)e->text[k]);
+    hex[2 * n] = 0;
+    tmk__json_key(j, "payload_hex");
+    tmk__json_cstr(j, hex);
   }
   tmk__json_end_obj(j);
   c->n++;

@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 
-BIN = TMP = QEMU = PPC_SYNTH = DEMO = None
+BIN = TMP = QEMU = PPC_SYNTH = DEMO = SENDTEST = BIG_ENDIAN = None
 FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--session-memory",
          "--reorder-window", "--log-level"]
 
@@ -688,6 +688,54 @@ def case_demo():
         eq(r.stop(), 0, "exit code")
 
 
+def case_agent_cross():
+    """The real agent built for another CPU (tests/agent/agent_sendtest.c under qemu-user): a
+    known workload, checked value by value after the relay normalised its byte order."""
+    check(os.path.exists(SENDTEST), f"{SENDTEST} missing: the cross sub-build did not build it")
+    r = Relay()
+    try:
+        for transport in ("udp", "tcp"):
+            before = {s["id"] for s in r.sessions()}
+            p = subprocess.run([*QEMU.split(), SENDTEST, "127.0.0.1", str(r.port), transport],
+                               capture_output=True, text=True, timeout=90)
+            eq(p.returncode, 0, f"sendtest over {transport}: {p.stderr}")
+            check("welcomed 1" in p.stdout, f"the agent was not welcomed: {p.stdout}")
+            new = wait_for(lambda: [s for s in r.sessions() if s["id"] not in before], 10,
+                           f"the {transport} session")
+            sid = new[0]["id"]
+            js = wait_for(lambda: (lambda j: not j["live"] and j)(r.session(sid)), 20,
+                          "the session to end")
+            st = js["stats"]
+            eq(js["byte_order"], "big" if BIG_ENDIAN else "little", "byte order fact")
+            eq(js["program"], "sendtest", "program")
+            eq(js["transport"], transport, "transport")
+            eq((st["lost"], st["malformed"], st["unresolved_sites"]), (0, 0, 0),
+               "lost, malformed, unresolved")
+            eq(st["dropped_by_agent"], 0, "agent drops")
+            sites = r.get(f"/api/sessions/{sid}/sites")
+            names = {x["id"]: x["name"] for x in sites["sites"]}
+            zones = zones_of(r, sid)["zones"]
+            per_name = {}
+            for z in zones:
+                per_name[names[z[3]]] = per_name.get(names[z[3]], 0) + 1
+            for n in ("frame", "update", "leaf", "render"):
+                eq(per_name.get(n), 2000, f"{n} zones")
+            eq(per_name.get("marker"), 1, "marker zone (paired BEGIN/END)")
+            eq(sorted(t["name"] for t in sites["threads"] if t["name"].startswith("worker")),
+               ["worker-a", "worker-b"], "thread names")
+            check(any(t["name"] == "render" for t in sites["teams"]), "team name")
+            ev = events_of(r, sid, "plot,message,marker_begin")
+            plots = sorted(e["value"] for e in ev if e["type"] == "plot")
+            eq(plots, [-1234567890123, -16.5e300], "plot values normalised")
+            msgs = [e["text"] for e in ev if e["type"] == "message"]
+            eq(msgs, ["dynamic \u00e9t\u00e9"], "message text")
+            pays = [(e["payload"], e["payload_hex"]) for e in ev if e["type"] == "marker_begin"]
+            eq(pays, [("payload-\u0001\u0002\ufffd", b"payload-\x01\x02\xff".hex())],
+               "marker payload (text with U+FFFD for the invalid byte, exact hex)")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_qemu_ppc():
     check(os.path.exists(PPC_SYNTH), f"{PPC_SYNTH} missing: the cross-ppc sub-build did not build it")
     r = Relay()
@@ -712,7 +760,7 @@ def case_qemu_ppc():
 
 
 def main():
-    global BIN, TMP, QEMU, PPC_SYNTH, DEMO
+    global BIN, TMP, QEMU, PPC_SYNTH, DEMO, SENDTEST, BIG_ENDIAN
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
     ap.add_argument("--bin", required=True)
@@ -720,8 +768,11 @@ def main():
     ap.add_argument("--qemu", default="")
     ap.add_argument("--ppc-synth", default="")
     ap.add_argument("--demo", default="")
+    ap.add_argument("--sendtest", default="")
+    ap.add_argument("--big-endian", type=int, default=0)
     a = ap.parse_args()
     BIN, TMP, QEMU, PPC_SYNTH, DEMO = a.bin, a.tmp, a.qemu, a.ppc_synth, a.demo
+    SENDTEST, BIG_ENDIAN = a.sendtest, a.big_endian
     shutil.rmtree(TMP, ignore_errors=True)
     os.makedirs(TMP)
     fn = globals().get("case_" + a.case)

@@ -391,6 +391,13 @@ static void test_json_escaping(void** state) {
   assert_string_equal(j.buf,
                       "{\"s\":\"a\\\"b\\\\c\\n\\u0001\",\"n\":18446744073709551615,\"a\":[-5,0.5,true]}");
   tmk__json_free(&j);
+  /* UTF-8 passes through; invalid bytes (a lone 0xFF, a cut sequence, an overlong form, a
+   * surrogate) become U+FFFD so the document stays valid */
+  tmk__json_init(&j);
+  tmk__json_str(&j, "\xc3\xa9\xf0\x9f\x98\x80|\xff|\xc3|\xc0\xaf|\xed\xa0\x80", 17);
+  assert_string_equal(j.buf, "\"\xc3\xa9\xf0\x9f\x98\x80|\\ufffd|\\ufffd|\\ufffd\\ufffd|"
+                             "\\ufffd\\ufffd\\ufffd\"");
+  tmk__json_free(&j);
 }
 
 int main(void) {
