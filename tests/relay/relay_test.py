@@ -726,7 +726,7 @@ def case_agent_cross():
             check(any(t["name"] == "render" for t in sites["teams"]), "team name")
             ev = events_of(r, sid, "plot,message,marker_begin")
             plots = sorted(e["value"] for e in ev if e["type"] == "plot")
-            eq(plots, [-1234567890123, -16.5e300], "plot values normalised")
+            eq(plots, [-16.5e300, -1234567890123], "plot values normalised")
             msgs = [e["text"] for e in ev if e["type"] == "message"]
             eq(msgs, ["dynamic \u00e9t\u00e9"], "message text")
             pays = [(e["payload"], e["payload_hex"]) for e in ev if e["type"] == "marker_begin"]
