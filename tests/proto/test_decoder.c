@@ -1094,9 +1094,38 @@ static void test_lz4_prefixes(void** state) {
   pt_enc_free(e);
 }
 
+/* The predictor's slots start empty (§5.3): the first leaf of site 0 in a packet is coded in the
+ * fresh context even though slot 0 has never been written. Bytes worked out by hand from §5.0:
+ * LEAF site 1 (gap 0, fresh 2^40), then LEAF 21 00 (gap 0, fresh 50). */
+static void test_site_zero_is_fresh(void** state) {
+  static const uint8_t body[] = {0x03, 0x0A, 0x80, 0x21, 0x00, 0x03, 0x20,
+                                 0x08, 0x00, 0x00, 0x00, 0x00, 0x02, 0x9F, 0xC0};
+  static const tmk_proto_zone z[2] = {{5000, 1ull << 40, 1, 0}, {5000 + (1ull << 40), 50, 0, 0}};
+  uint8_t pkt[128];
+  size_t n = pt_header(pkt, 0, TMK_PKT_DATA, 1, 0, 5000, 0);
+  pt_decoded d;
+  pt_enc* e;
+  (void)state;
+  memcpy(pkt + n, body, sizeof body);
+  n += sizeof body;
+  assert_int_equal(pt_decode(&d, pkt, n), 0);
+  assert_int_equal(d.n, 2);
+  expect_zone(&d.recs[0], 0, 1, 0, 5000, 1ull << 40);
+  expect_zone(&d.recs[1], 0, 0, 0, 5000 + (1ull << 40), 50);
+  pt_decoded_free(&d);
+  /* and the writer produces exactly these bytes */
+  e = pt_enc_new(1161, 0, 0);
+  assert_non_null(e);
+  assert_int_equal(tmk_proto_put_zones(&e->w, z, 2), 2);
+  assert_int_equal(pt_enc_finish(e, 1, 0), (int)n);
+  assert_memory_equal(e->pkt, pkt, n);
+  pt_enc_free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_spec_packet),
+      cmocka_unit_test(test_site_zero_is_fresh),
       cmocka_unit_test(test_pinned_bodies),
       cmocka_unit_test(test_every_prefix),
       cmocka_unit_test(test_record_stream_cuts),
