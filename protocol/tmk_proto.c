@@ -520,11 +520,12 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
       start = r->zone_cursor + gap;
       if (is_leaf) {
         unsigned slot = site & (TMK_PROTO_PREDICT_SLOTS - 1);
-        int hit = r->predict[slot].site == site;
+        int hit = r->predict[slot].used && r->predict[slot].site == site;
         uint64_t pred = hit ? r->predict[slot].duration : 0;
         uint64_t dur = pred + tmk__unzz(tmk__in_num(&in, hit ? TMK__NUM_DUR : TMK__NUM_FRESH));
         if (in.err) return tmk__fail(r, in.err);
         r->predict[slot].site = site;
+        r->predict[slot].used = 1;
         r->predict[slot].duration = dur;
         r->zone_cursor = start + dur;
         rec->type = TMK_REC_ZONE;
@@ -982,9 +983,10 @@ TMK__HOT void tmk__nout_num(tmk__nout* o, unsigned ctx, uint64_t v) {
     /* q ones, a zero, then the low k bits: one field of at most 55 bits */
     uint64_t low = v & ((1ull << k) - 1);
     tmk__nout_bits(o, ((1ull << q) - 1) | (low << (q + 1)), (unsigned)q + 1 + k);
-  } else if (q < TMK__RICE_ESC) {
+  } else if (q < TMK__RICE_ESC) { /* k > 48: the low bits go in two pieces */
     tmk__nout_bits(o, (1ull << q) - 1, (unsigned)q + 1);
-    tmk__nout_bits(o, v & ((1ull << k) - 1), k);
+    tmk__nout_bits(o, v & 0xFFFFFFFFull, 32);
+    tmk__nout_bits(o, (v >> 32) & ((1ull << (k - 32)) - 1), k - 32);
   } else {
     unsigned n = tmk__bitlen(v);
     tmk__nout_bits(o, (1ull << TMK__RICE_ESC) - 1, TMK__RICE_ESC);
@@ -1057,7 +1059,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
 
     gap = need_at ? 0 : z->start - cursor;
     if (!is_open) {
-      dctx = w->predict[slot].site == z->site ? TMK__NUM_DUR : TMK__NUM_FRESH;
+      dctx = w->predict[slot].used && w->predict[slot].site == z->site ? TMK__NUM_DUR : TMK__NUM_FRESH;
       pred = dctx == TMK__NUM_DUR ? w->predict[slot].duration : 0;
       code = tmk__zz(z->duration - pred);
     }
@@ -1106,6 +1108,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       tmk__nout_num(&num, TMK__NUM_GAP, gap);
       tmk__nout_num(&num, dctx, code);
       w->predict[slot].site = z->site;
+      w->predict[slot].used = 1;
       w->predict[slot].duration = z->duration;
       cursor = zend;
     }

@@ -251,6 +251,7 @@ typedef struct tmk_proto_reader {
   } open[TMK_PROTO_MAX_OPEN];
   struct {
     uint32_t site;
+    uint32_t used; /* 0: the slot is empty, whatever `site` says */
     uint64_t duration;
   } predict[TMK_PROTO_PREDICT_SLOTS];
   int done;
@@ -305,6 +306,7 @@ typedef struct tmk_proto_writer {
   uint64_t event_cursor;
   struct {
     uint32_t site;
+    uint32_t used; /* 0: the slot is empty, whatever `site` says */
     uint64_t duration;
   } predict[TMK_PROTO_PREDICT_SLOTS];
 } tmk_proto_writer;

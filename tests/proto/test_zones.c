@@ -348,8 +348,36 @@ static void test_compact_loop(void** state) {
   pt_enc_free(e);
 }
 
+/* Long runs of huge durations push a context's Rice parameter above 48, where the low bits of a
+ * code no longer fit one bit field with what is pending: they must still come out exactly. */
+static void test_huge_durations(void** state) {
+  uint64_t rng = 62;
+  uint64_t t = 1000;
+  size_t i, n = 0;
+  (void)state;
+  for (i = 0; i < 200; i++) {
+    uint64_t d = (pt_rand(&rng) >> 2) | (1ull << 61);
+    n = add(g_in, n, 1, 0, t, d);
+    t += d + (pt_rand(&rng) & 0xFF);
+  }
+  check_round_trip(g_in, n);
+}
+
+/* Site 0 is a valid zone site: its first leaf in a packet has no prediction (the slots start
+ * empty), the next one does. */
+static void test_site_zero_leaves(void** state) {
+  size_t n = 0;
+  (void)state;
+  n = add(g_in, n, 0, 0, 100, 1ull << 40);
+  n = add(g_in, n, 0, 0, (1ull << 40) + 200, 50);
+  n = add(g_in, n, 32, 0, (1ull << 40) + 300, 70);
+  n = add(g_in, n, 0, 0, (1ull << 40) + 400, 60);
+  check_round_trip(g_in, n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_huge_durations),     cmocka_unit_test(test_site_zero_leaves),
       cmocka_unit_test(test_nested_tree),        cmocka_unit_test(test_siblings_and_same_start),
       cmocka_unit_test(test_tree_not_at_depth_zero), cmocka_unit_test(test_random_trees),
       cmocka_unit_test(test_unsorted_input),     cmocka_unit_test(test_arbitrary_zones),
