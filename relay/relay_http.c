@@ -252,6 +252,13 @@ static void put_session(tmk__json* j, const tmk_relay_session_info* in) {
   tmk__json_u64(j, in->first_ns);
   tmk__json_key(j, "last_ns");
   tmk__json_u64(j, in->last_ns);
+  tmk__json_key(j, "clock");
+  tmk__json_begin_obj(j);
+  tmk__json_key(j, "ns");
+  tmk__json_u64(j, in->clock_ns);
+  tmk__json_key(j, "unix_ns");
+  tmk__json_u64(j, in->clock_unix_ns);
+  tmk__json_end_obj(j);
   tmk__json_key(j, "created_unix_ns");
   tmk__json_u64(j, in->created_unix_ns);
   tmk__json_key(j, "threads");

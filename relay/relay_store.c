@@ -718,6 +718,8 @@ void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info) {
   info->last_ns = st->have_time ? to_ns(st, st->tmax) : 0;
   info->threads = st->nthreads;
   info->sites = st->nsites;
+  info->clock_ns = st->clock_unix_ns ? to_ns(st, st->clock_ticks) : 0;
+  info->clock_unix_ns = st->clock_unix_ns;
 }
 
 static size_t limit_of(const tmk_relay_query* q) { return q->limit ? q->limit : 100000; }

@@ -80,6 +80,8 @@ typedef struct tmk_relay_session_info {
   uint64_t timer_freq; /* ticks per second, 0 = unknown */
   uint32_t caps;       /* TMK_CAP_* */
   uint64_t first_ns, last_ns; /* time range of stored data (0,0 when empty) */
+  uint64_t clock_ns, clock_unix_ns; /* latest CLOCK_SYNC: agent time clock_ns was this wall
+                                       time (ns since 1970); both 0 until one arrives */
   uint64_t created_unix_ns;   /* when the relay saw it first */
   uint32_t threads, sites;
   int control_level;     /* last level sent with CONTROL, -1 if none */

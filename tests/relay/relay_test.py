@@ -238,6 +238,7 @@ def basic(transport_args, transport):
         eq(names.get(4), "Render", "site 4 name")
         eq(sorted(t["name"] for t in sites["threads"]), ["thread-0", "thread-1"], "thread names")
         eq([t["name"] for t in sites["teams"]], ["render"], "team names")
+        eq(js["clock"], {"ns": 1000000, "unix_ns": 1700000000000000000}, "clock sync")
         check("WELCOME" in r.log(), "WELCOME not logged")
         eq(r.log().count("WELCOME"), 1, "WELCOME log lines")
     finally:

@@ -372,6 +372,7 @@ int main(int argc, char** argv) {
         tmk_proto_put_thread_name(&w, t, name, (size_t)n);
       }
       tmk_proto_put_team(&w, 1, "render", 6);
+      tmk_proto_put_clock(&w, 1000000, 1700000000000000000ull); /* first zone's tick = wall */
     }
     for (uint32_t t = 0; t < o.threads; t++) {
       uint64_t base = 1000000ull + seq * 100000ull + t * 7ull;
