@@ -289,10 +289,12 @@ static void put_session(tmk__json* j, const tmk_relay_session_info* in) {
  * Handlers
  * ------------------------------------------------------------------------------------------- */
 static int h_sessions(struct mg_connection* conn, tmk_relay* r) {
-  tmk_relay_session_info* infos = malloc(MAX_LIST * sizeof *infos);
+  int cap = tmk_relay_sessions(r, NULL, 0) + 16; /* a few more may appear meanwhile */
+  if (cap > MAX_LIST) cap = MAX_LIST;
+  tmk_relay_session_info* infos = malloc((size_t)cap * sizeof *infos);
   if (!infos) return send_error(conn, 500, "ENOMEM", "out of memory");
-  int n = tmk_relay_sessions(r, infos, MAX_LIST);
-  if (n > MAX_LIST) n = MAX_LIST;
+  int n = tmk_relay_sessions(r, infos, (size_t)cap);
+  if (n > cap) n = cap;
   tmk__json j;
   tmk__json_init(&j);
   tmk__json_begin_arr(&j);
