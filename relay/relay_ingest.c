@@ -134,6 +134,17 @@ static void send_reject(tmk_relay* r, tmk__conn* c, const struct sockaddr* to, u
 /* ---------------------------------------------------------------------------------------------
  * Packets
  * ------------------------------------------------------------------------------------------- */
+
+/* A rejected agent keeps sending HELLO (§6) when our REJECT does not reach it; the REJECT goes
+ * out every time, the log line only the first time per session id (bounded memory). */
+static int first_reject(uint64_t sid) {
+  static uint64_t seen[256];
+  static unsigned next;
+  for (unsigned i = 0; i < 256; i++)
+    if (seen[i] == sid && sid) return 0;
+  seen[next++ % 256] = sid;
+  return 1;
+}
 static void deliver(void* ud, const uint8_t* p, size_t len, uint64_t seq) {
   (void)seq;
   tmk__session* s = ud;
@@ -262,8 +273,9 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
              "telemark-relay %s speaks protocol %d, the agent speaks %u: rebuild the agent and "
              "relay from the same telemark version",
              TMK_RELAY_VERSION, TMK_PROTO_VERSION, hello.proto_version);
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s", src_name(sc),
-                     (unsigned long long)h->session_id, text);
+    if (first_reject(h->session_id))
+      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
+                       src_name(sc), (unsigned long long)h->session_id, text);
     send_reject(r, c, src, h->session_id, TMK_REJECT_VERSION, text);
     return;
   }
@@ -357,8 +369,9 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
                "telemark-relay %s speaks protocol %d, the agent speaks %u: rebuild the agent "
                "and relay from the same telemark version",
                TMK_RELAY_VERSION, TMK_PROTO_VERSION, p[3]);
-      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s", src_name(sc),
-                       (unsigned long long)sid, text);
+      if (first_reject(sid))
+        tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
+                         src_name(sc), (unsigned long long)sid, text);
       send_reject(r, c, src, sid, TMK_REJECT_VERSION, text);
       return;
     }

@@ -508,12 +508,16 @@ def case_version_reject():
                     "--linger", 500)
         check("REPLY REJECT reason=1" in out, f"no REJECT reason 1: {out!r}")
         check("protocol 1" in out and "agent speaks 2" in out, f"reject text: {out!r}")
-        out = synth("--to", f"127.0.0.1:{r.port}", "--tcp", "--hello-version", 7, "--linger", 500)
+        out = synth("--to", f"127.0.0.1:{r.port}", "--hello-version", 2, "--hello-count", 3,
+                    "--linger", 300)
+        check("REPLY REJECT reason=1" in out, f"no REJECT for a repeated HELLO: {out!r}")
+        out = synth("--to", f"127.0.0.1:{r.port}", "--tcp", "--session", "7e7e7e7e7e7e7e7e",
+                    "--hello-version", 7, "--linger", 500)
         check("REPLY REJECT reason=1" in out, f"no REJECT over TCP: {out!r}")
         log = r.log()
         eq(len(re.findall(r"REJECT session 5e55100000000001.*agent speaks 2", log)), 1,
-           "REJECT logged once per source (5 HELLOs over UDP)")
-        eq(len(re.findall(r"REJECT session 5e55100000000001.*agent speaks 7", log)), 1,
+           "REJECT logged once per session (8 HELLOs from two runs, each answered)")
+        eq(len(re.findall(r"REJECT session 7e7e7e7e7e7e7e7e.*agent speaks 7", log)), 1,
            "REJECT over TCP logged")
         eq(r.sessions(), [], "a rejected agent creates no session")
         out = synth("--to", f"127.0.0.1:{r.port}", "--packets", 1, "--linger", 300)
