@@ -219,6 +219,18 @@ void tmk__session_flush_pending(tmk__session* s, int force) {
   s->pending_bytes = 0;
 }
 
+/* A write to the recording failed (disk full, file system gone): the file keeps every chunk
+ * written so far and stays readable (RECORDING.md §4); the session goes on without recording. */
+static void recording_failed(tmk__session* s, int err) {
+  tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed (%s); recording stopped, the file "
+           "keeps what was written before", s->id, s->rec.path, strerror(err));
+  tmk__rec_close(&s->rec);
+  s->recording = 0;
+  pthread_mutex_lock(&s->mu);
+  s->info.recording = 0;
+  pthread_mutex_unlock(&s->mu);
+}
+
 void tmk__session_apply(tmk__session* s, const uint8_t* packet, size_t len, void* scratch) {
   tmk_proto_header hdr;
   if (tmk_proto_parse_header(packet, len, &hdr) < 0) return; /* checked by the caller */
@@ -239,11 +251,7 @@ void tmk__session_apply(tmk__session* s, const uint8_t* packet, size_t len, void
       s->hello_len = len;
     }
   }
-  if (s->recording && !s->rec.failed) {
-    if (tmk__rec_packet(&s->rec, packet, len) < 0)
-      tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed (%s); recording stopped", s->id,
-               s->rec.path, strerror(errno));
-  }
+  if (s->recording && tmk__rec_packet(&s->rec, packet, len) < 0) recording_failed(s, errno);
   tmk__session_flush_pending(s, s->pending_bytes > PENDING_MAX);
   if (!s->pending_head && pthread_mutex_trylock(&s->mu) == 0) {
     apply_locked(s, packet, len, scratch);
@@ -401,10 +409,8 @@ void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync) {
     if (s->replay) continue;
     if (s->recording) {
       if (sync) write_stats(s);
-      if (tmk__rec_flush(&s->rec, 0) < 0 && s->rec.failed == 1) {
-        s->rec.failed = 2; /* log once */
-        tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed; recording stopped", s->id,
-                 s->rec.path);
+      if (tmk__rec_flush(&s->rec, 0) < 0) {
+        recording_failed(s, errno);
       } else if (sync) {
         sync_async(r, s);
       }

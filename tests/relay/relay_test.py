@@ -46,13 +46,14 @@ def wait_for(pred, timeout=10.0, what="condition"):
 
 
 class Relay:
-    def __init__(self, *extra, data=None, name="relay"):
+    def __init__(self, *extra, data=None, name="relay", preexec=None):
         self.data = data or os.path.join(TMP, "data")
         self.logpath = os.path.join(TMP, f"{name}-{time.time_ns()}.log")
         self.logf = open(self.logpath, "w")
         args = [os.path.join(BIN, "telemark-relay"), "--listen", "127.0.0.1:0", "--http",
                 "127.0.0.1:0", "--data-dir", self.data, *map(str, extra)]
-        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     preexec_fn=preexec)
         m = wait_for(lambda: self.proc.poll() is None and re.search(
             r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/", self.log()),
             5, "relay start")
@@ -471,6 +472,39 @@ def case_kill9():
         eq(counts["junk.tmkr"], counts[files[0]], "garbage tail skipped")
         check(counts["torn.tmkr"] < counts[files[0]], "torn chunk was read")
         check("torn or corrupt tail" in r2.log(), "torn tail not reported")
+    finally:
+        eq(r2.stop(), 0, "exit code")
+
+
+def case_disk_full():
+    """A recording that cannot grow (file size limit: writes fail with EFBIG, as on a full
+    disk): the relay stops recording with an error, keeps the file readable, keeps ingesting."""
+    import resource
+    data = os.path.join(TMP, "data")
+    limit = 64 * 1024 + 4096  # the first 64 KiB chunk fits, the second does not
+    r = Relay("--record", data=data,
+              preexec=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    try:
+        sid = "00000000000d15c0"
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 3000,
+                         "--zones", 20, "--no-bye"))
+        js = r.wait_zones(sid, out["zones"])
+        wait_for(lambda: "recording stopped" in r.log(), 5, "the write error")
+        js = r.session(sid)
+        eq(js["recording"], False, "recording flag after the error")
+        eq(js["stats"]["malformed"], 0, "ingest unaffected")
+    finally:
+        eq(r.stop(), 0, "exit code")
+    files = [f for f in os.listdir(data) if f.endswith(".tmkr")]
+    eq(len(files), 1, "recording file")
+    check(os.path.getsize(os.path.join(data, files[0])) <= limit, "file over the limit")
+    r2 = Relay(data=data, name="reader")
+    try:
+        st, js = r2.api("POST", "/api/recordings/open", {"name": files[0]})
+        eq(st, 200, f"open the cut recording: {js}")
+        n = frames_prefix(r2, js["id"])
+        check(n > 100, f"only {n} packets kept before the disk filled")
+        eq(js["stats"]["malformed"], 0, "malformed in the kept part")
     finally:
         eq(r2.stop(), 0, "exit code")
 
