@@ -233,10 +233,12 @@ typedef struct tmk_proto_control {
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct tmk_proto_reader {
+  /* `end` is kept apart from the cursors below: a wide load merging it with `p` right after
+   * the previous call stored `p` alone would stall on store forwarding. */
+  const uint8_t* end; /* end of the record stream = start of the number stream */
   tmk_proto_header hdr;
-  const uint8_t* p;      /* record stream cursor */
-  const uint8_t* end;    /* end of the record stream = start of the number stream */
-  const uint8_t* q;      /* number stream cursor: moves from the body's end towards `end` */
+  const uint8_t* p; /* record stream cursor */
+  const uint8_t* q; /* number stream cursor: moves from the body's end towards `end` */
   uint64_t nacc;         /* number stream bits read but not used yet, LSB first */
   uint32_t nbits;
   uint32_t nstate[TMK_PROTO_NUM_CONTEXTS];
