@@ -241,7 +241,7 @@ export class FlameChart {
       }
       if (best < 0) return null;
       return { thread: th, lane, i: best, site: lane.site[best], start: lane.start[best], dur: lane.dur[best],
-        extra: lane.extra ? lane.extra.get(best) : undefined };
+        extra: sd.zoneExtra(th.id, lane, best) };
     }
     return null;
   }

@@ -66,7 +66,7 @@ export class Lane {
       this.dur = grow(this.dur, n + 1);
       this.site = grow(this.site, n + 1);
     }
-    if (n > 0 && start < this.start[n - 1]) this.sorted = false;
+    if (n > 0 && start <= this.start[n - 1]) this.sorted = false;
     this.start[n] = start; this.dur[n] = dur; this.site[n] = site;
     if (extra) { if (!this.extra) this.extra = new Map(); this.extra.set(n, extra); }
     this.n = n + 1;
@@ -138,6 +138,22 @@ export class SessionData {
     this.gaps = [];           // {from, to, zones, other} from a slow connection
     this.version = 0;         // bumped on every change, so views know when to redraw
     this.ended = false;
+    this.markerText = new Map(); // "thread:site:start" or "thread:site:end@t" -> payload
+  }
+  addMarkerPayload(thread, site, isEnd, t, text) {
+    const k = `${thread}:${site}:${isEnd ? 'e' : 'b'}:${t}`;
+    const old = this.markerText.get(k);
+    this.markerText.set(k, old ? old + ' ' + text : text);
+  }
+  // Extra data of a zone: its own payload, or the BEGIN/END payloads of the marker it came from.
+  zoneExtra(thread, lane, i) {
+    if (lane.extra && lane.extra.has(i)) return lane.extra.get(i);
+    if (!this.markerText.size) return undefined;
+    const s = lane.start[i], site = lane.site[i];
+    const b = this.markerText.get(`${thread}:${site}:b:${s}`);
+    const e = this.markerText.get(`${thread}:${site}:e:${s + lane.dur[i]}`);
+    if (b && e) return b + ' … ' + e;
+    return b || e;
   }
   thread(t) {
     let th = this.threads.get(t);
@@ -233,7 +249,8 @@ export function toChromeTrace(sd, program) {
           ts: l.start[i] / 1000, dur: l.dur[i] / 1000 };
         const args = {};
         if (s) { args.file = s.file; args.line = s.line; }
-        if (l.extra && l.extra.has(i)) args.extra = l.extra.get(i);
+        const x = sd.zoneExtra(th.id, l, i);
+        if (x !== undefined) args.extra = x;
         e.args = args;
         ev.push(e);
       }

@@ -33,11 +33,9 @@ export const MSG = { DATA: 1, RESET: 2 };
 export const REC = {
   SITE: 0x01, THREAD: 0x02, TEAM: 0x03,
   ZONES: 0x10, ZONE_X: 0x11,
-  FRAME: 0x20, PLOT: 0x21, MESSAGE: 0x22,
+  FRAME: 0x20, PLOT: 0x21, MESSAGE: 0x22, MARKER: 0x23,
   STATS: 0x30, GAP: 0x31, END: 0x32, HISTORY_DONE: 0x33,
 };
-
-function hex16(hi, lo) { return hi.toString(16).padStart(8, '0') + lo.toString(16).padStart(8, '0'); }
 
 // Decodes one binary message into `target(sessionId)` → SessionData. Returns a summary
 // {session, zones, frames, messages, plots, gap, historyDone, stats}.
@@ -47,13 +45,12 @@ export function decodeMessage(buf, getSession) {
   const ver = r.u8v();
   if (ver !== 1) throw new Error('unsupported stream version ' + ver);
   const type = r.u8v();
-  const lo = r.u32(), hi = r.u32();
-  const sid = hex16(hi, lo);
+  const sid = r.str();
   const sum = { type, session: sid, zones: 0, frames: 0, messages: 0, plots: 0, gap: null, historyDone: false, stats: null, ended: false };
-  const sd = getSession(sid, type);
-  if (type === MSG.RESET) return sum;
+  if (type === MSG.RESET) { sum.origin = r.svarint(); getSession(sid, type, sum.origin); return sum; }
   if (type !== MSG.DATA) throw new Error('unknown message type ' + type);
-  const base = r.varint();
+  const sd = getSession(sid, type);
+  const base = r.svarint();
   while (r.more()) {
     const tag = r.u8v();
     switch (tag) {
@@ -93,6 +90,13 @@ export function decodeMessage(buf, getSession) {
         if (!text && sd.sites.has(site)) text = sd.sites.get(site).name;
         sd.addMessage({ t, thread, site, severity, verbosity, text });
         sum.messages++;
+        break;
+      }
+      case REC.MARKER: {
+        // Extra data of a marker zone: attached to the zone of that thread and site starting
+        // (BEGIN) or ending (END) at this time, whichever arrives first.
+        const thread = r.varint(), site = r.varint(), end = r.varint(), t = base + r.svarint(), text = r.str();
+        sd.addMarkerPayload(thread, site, end === 1, t, text);
         break;
       }
       case REC.STATS: sum.stats = JSON.parse(r.str()); break;
