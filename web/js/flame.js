@@ -149,6 +149,9 @@ export class FlameChart {
     if (!n) return;
     let lo = 0, hi = n;
     while (lo < hi) { const m = (lo + hi) >>> 1; if (f[m] < this.t0) lo = m + 1; else hi = m; }
+    let hi2 = lo, lo2 = n;
+    while (hi2 < lo2) { const m = (hi2 + lo2) >>> 1; if (f[m] <= this.t1) hi2 = m + 1; else lo2 = m; }
+    if (hi2 - lo > W / 4) return; // frames closer than 4 px: the lines would only be noise
     let lastX = -10;
     ctx.fillStyle = 'rgba(255,255,255,0.13)';
     for (let i = lo; i < n && f[i] <= this.t1; i++) {

@@ -336,7 +336,7 @@ refreshRecordings();
 
 // ---- test/bench hooks ----------------------------------------------------------------------
 window.telemark = {
-  app, flame, stream,
+  app, flame, stream, SessionData,
   get sd() { return app.sd; },
   selectSession, subscribe,
   setLevel(l) { $('severity').value = String(l); $('severity').dispatchEvent(new Event('change')); },
