@@ -34,6 +34,7 @@
 #define TMK__LEAF_SHORT_MAX 128u
 #define TMK__CLOSE_MAX 11u     /* tag + 10-byte varint */
 #define TMK__HALF 0x8000000000000000ull
+#define TMK__APREFIX 3u        /* room for the record stream's length (body <= 65536) */
 
 /* =============================================================================================
  * Primitives (§3)
@@ -248,6 +249,22 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
 #endif
   }
   r->zone_cursor = r->event_cursor = r->hdr.base_time;
+  r->q = r->end;
+  if (r->hdr.type == TMK_PKT_DATA) {
+    /* varint(record stream length), record stream, number stream read from the end (§5). */
+    uint64_t a;
+    int m = tmk_proto_varint_get(r->p, r->end, &a);
+    if (m < 0) {
+      r->done = m;
+      return m;
+    }
+    if (a > (uint64_t)(r->end - r->p - m)) {
+      r->done = TMK_ETRUNC;
+      return TMK_ETRUNC;
+    }
+    r->p += m;
+    r->end = r->p + a;
+  }
   r->done = 0;
   return 0;
 }
@@ -256,8 +273,38 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
 typedef struct tmk__in {
   const uint8_t* p;
   const uint8_t* end;
+  const uint8_t* q; /* number stream: read backwards from q down to `end` */
   int err;
 } tmk__in;
+
+/* Reads the next entry of the number stream (§5): its last byte is the one just below q. */
+static uint64_t tmk__in_num(tmk__in* in) {
+  const uint8_t* s;
+  uint64_t v = 0;
+  if (in->err) return 0;
+  if (in->q <= in->end) {
+    in->err = TMK_ETRUNC;
+    return 0;
+  }
+  s = in->q - 1;
+  if (*s & 0x80) {
+    in->err = TMK_ECORRUPT;
+    return 0;
+  }
+  while (s > in->end && (s[-1] & 0x80)) {
+    s--;
+    if (in->q - s > 10) {
+      in->err = TMK_EVARINT;
+      return 0;
+    }
+  }
+  if (tmk_proto_varint_get(s, in->q, &v) != in->q - s) {
+    in->err = TMK_EVARINT;
+    return 0;
+  }
+  in->q = s;
+  return v;
+}
 
 static uint64_t tmk__in_var(tmk__in* in) {
   uint64_t v = 0;
@@ -335,6 +382,7 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
   if (r->hdr.type != TMK_PKT_DATA) return tmk__fail(r, TMK_ETYPE);
   in.p = r->p;
   in.end = r->end;
+  in.q = r->q;
   in.err = 0;
   for (;;) {
     unsigned tag;
@@ -343,6 +391,7 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
     if (in.p >= in.end) {
       r->p = in.p;
       if (r->nopen) return tmk__fail(r, TMK_ENEST);
+      if (in.q != in.end) return tmk__fail(r, TMK_ECORRUPT); /* numbers left over */
       return 0;
     }
     tag = *in.p++;
@@ -359,14 +408,14 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
         site = tag - TMK__TAG_OPEN_SHORT + 1;
       else
         site = tmk__in_u32(&in);
-      gap = tmk__in_var(&in);
+      gap = tmk__in_num(&in);
       if (in.err) return tmk__fail(r, in.err);
       if (depth > 0xFFFFFFFFull) return tmk__fail(r, TMK_ERANGE);
       start = r->zone_cursor + gap;
       if (is_leaf) {
         unsigned slot = site & (TMK_PROTO_PREDICT_SLOTS - 1);
         uint64_t pred = r->predict[slot].site == site ? r->predict[slot].duration : 0;
-        uint64_t dur = pred + tmk__unzz(tmk__in_var(&in));
+        uint64_t dur = pred + tmk__unzz(tmk__in_num(&in));
         if (in.err) return tmk__fail(r, in.err);
         r->predict[slot].site = site;
         r->predict[slot].duration = dur;
@@ -377,6 +426,7 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
         rec->u.zone.duration = dur;
         rec->u.zone.depth = (uint32_t)depth;
         r->p = in.p;
+        r->q = in.q;
         return 1;
       }
       if (r->nopen >= TMK_PROTO_MAX_OPEN) return tmk__fail(r, TMK_ENEST);
@@ -391,7 +441,7 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
       case TMK__TAG_CLOSE: {
         uint64_t end;
         if (r->nopen == 0) return tmk__fail(r, TMK_ENEST);
-        end = r->zone_cursor + tmk__in_var(&in);
+        end = r->zone_cursor + tmk__in_num(&in);
         if (in.err) return tmk__fail(r, in.err);
         r->nopen--;
         rec->type = TMK_REC_ZONE;
@@ -401,6 +451,7 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
         rec->u.zone.depth = r->root_depth + r->nopen;
         r->zone_cursor = end;
         r->p = in.p;
+        r->q = in.q;
         return 1;
       }
       case TMK__TAG_AT: {
@@ -508,6 +559,7 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
         return tmk__fail(r, TMK_ERECORD);
     }
     r->p = in.p;
+    r->q = in.q;
     return 1;
   }
 }
@@ -519,6 +571,7 @@ static int tmk__body(tmk_proto_reader* r, int type, tmk__in* in) {
   if (r->hdr.type != type) return TMK_ETYPE;
   in->p = r->p;
   in->end = r->end;
+  in->q = r->end;
   in->err = 0;
   return 0;
 }
@@ -585,11 +638,15 @@ int tmk_proto_writer_init(tmk_proto_writer* w, void* body, size_t cap) {
   w->buf = (uint8_t*)body;
   w->cap = (uint32_t)cap;
   w->big_endian = tmk_proto_host_big_endian();
+  tmk_proto_writer_reset(w);
   return 0;
 }
 
 void tmk_proto_writer_reset(tmk_proto_writer* w) {
-  w->len = 0;
+  w->len = 1;
+  w->a_end = TMK__APREFIX;
+  w->b_start = w->cap;
+  w->sealed = 0;
   w->records = 0;
   w->zones = 0;
   w->base_time = 0;
@@ -601,18 +658,26 @@ void tmk_proto_writer_reset(tmk_proto_writer* w) {
   memset(w->predict, 0, sizeof w->predict);
 }
 
-int tmk_proto_writer_empty(const tmk_proto_writer* w) { return w->len == 0; }
+int tmk_proto_writer_empty(const tmk_proto_writer* w) {
+  return w->a_end == TMK__APREFIX && w->b_start == w->cap;
+}
+
+static void tmk__w_size(tmk_proto_writer* w) {
+  uint32_t a = w->a_end - TMK__APREFIX;
+  w->len = tmk__varint_size(a) + a + (w->cap - w->b_start);
+}
 
 static void tmk__w_open(tmk_proto_writer* w, tmk__ob* o) {
-  o->p = w->buf + w->len;
-  o->end = w->buf + w->cap;
-  o->ok = 1;
+  o->p = w->buf + w->a_end;
+  o->end = w->buf + w->b_start;
+  o->ok = !w->sealed;
 }
 
 static int tmk__w_commit(tmk_proto_writer* w, tmk__ob* o) {
-  if (!o->ok) return TMK_ENOSPC;
-  w->len = (uint32_t)(o->p - w->buf);
+  if (!o->ok) return w->sealed ? TMK_ESTATE : TMK_ENOSPC;
+  w->a_end = (uint32_t)(o->p - w->buf);
   w->records++;
+  tmk__w_size(w);
   return 0;
 }
 
@@ -765,6 +830,14 @@ int tmk_proto_put_team(tmk_proto_writer* w, uint32_t bit, const char* name, size
   return tmk__w_commit(w, &o);
 }
 
+/* Appends a varint to the number stream, which grows towards the front (§5): returns its new
+ * first byte. */
+static uint8_t* tmk__bput(uint8_t* front, uint64_t v) {
+  front -= tmk__varint_size(v);
+  tmk_proto_varint_put(front, v);
+  return front;
+}
+
 /* Does zone `z` lie inside [from, end) measured from `cursor`, modulo 2^64? */
 static int tmk__inside(uint64_t cursor, uint64_t end, const tmk_proto_zone* z) {
   uint64_t gap = z->start - cursor;
@@ -784,8 +857,9 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   int had_base;
 
   if (!w || (!zones && n)) return TMK_EINVAL;
-  p = w->buf + w->len;
-  end = w->buf + w->cap;
+  if (w->sealed) return TMK_ESTATE;
+  p = w->buf + w->a_end;
+  end = w->buf + w->b_start; /* the number stream's front: free space is [p, end) */
   had_base = w->has_base;
   root_depth = w->root_depth;
   if (n == 0) return 0;
@@ -810,7 +884,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         break;
       nopen--;
       *p++ = TMK__TAG_CLOSE;
-      p += tmk_proto_varint_put(p, open_end[nopen] - cursor);
+      end = tmk__bput(end, open_end[nopen] - cursor);
       cursor = open_end[nopen];
     }
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
@@ -847,7 +921,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         *p++ = TMK__TAG_OPEN;
         p += tmk_proto_varint_put(p, z->site);
       }
-      p += tmk_proto_varint_put(p, gap);
+      end = tmk__bput(end, gap);
       open_end[nopen] = zend;
       open_depth[nopen] = z->depth;
       nopen++;
@@ -859,8 +933,8 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         *p++ = TMK__TAG_LEAF;
         p += tmk_proto_varint_put(p, z->site);
       }
-      p += tmk_proto_varint_put(p, gap);
-      p += tmk_proto_varint_put(p, code);
+      end = tmk__bput(end, gap);
+      end = tmk__bput(end, code);
       w->predict[slot].site = z->site;
       w->predict[slot].duration = z->duration;
       cursor = zend;
@@ -869,7 +943,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   while (nopen) {
     nopen--;
     *p++ = TMK__TAG_CLOSE;
-    p += tmk_proto_varint_put(p, open_end[nopen] - cursor);
+    end = tmk__bput(end, open_end[nopen] - cursor);
     cursor = open_end[nopen];
   }
   if (i == 0 && !had_base) {
@@ -877,7 +951,9 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     w->base_time = w->zone_cursor = w->event_cursor = 0;
     return 0;
   }
-  w->len = (uint32_t)(p - w->buf);
+  w->a_end = (uint32_t)(p - w->buf);
+  w->b_start = (uint32_t)(end - w->buf);
+  tmk__w_size(w);
   w->zone_cursor = cursor;
   w->root_depth = root_depth;
   w->zones += (uint32_t)i;
@@ -898,10 +974,24 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
   uint8_t* o = (uint8_t*)out;
   unsigned flags;
   uint64_t base;
+  uint32_t body_at;
   int hl;
   if (!w || !out) return TMK_EINVAL;
   flags = w->big_endian ? TMK_PKT_F_BIG_ENDIAN : 0;
   base = w->has_base ? w->base_time : 0;
+  if (!w->sealed) {
+    /* Body = varint(record stream length), record stream, number stream (§5). */
+    uint32_t a = w->a_end - TMK__APREFIX, b = w->cap - w->b_start;
+    unsigned pre = tmk__varint_size(a);
+    memmove(w->buf + w->a_end, w->buf + w->b_start, b);
+    tmk_proto_varint_put(w->buf + TMK__APREFIX - pre, a);
+    w->b_start = w->a_end; /* now: body = buf[TMK__APREFIX - pre, a_end + b) */
+    w->sealed = 1;
+    body_at = TMK__APREFIX - pre;
+    w->len = pre + a + b;
+  } else {
+    body_at = TMK__APREFIX - tmk__varint_size(w->a_end - TMK__APREFIX);
+  }
 #if TMK__LZ4
   if (lz4_state && w->len >= 32) {
     hl = tmk__write_header(o, out_cap, flags | TMK_PKT_F_LZ4, TMK_PKT_DATA, session_id, seq, base,
@@ -913,8 +1003,8 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
       size_t limit = plain - (size_t)hl - 1;
       int c;
       if (limit > room) limit = room;
-      c = LZ4_compress_fast_extState(lz4_state, (const char*)w->buf, (char*)o + hl, (int)w->len,
-                                     (int)limit, 1);
+      c = LZ4_compress_fast_extState(lz4_state, (const char*)w->buf + body_at, (char*)o + hl,
+                                     (int)w->len, (int)limit, 1);
       if (c > 0) return hl + c;
     }
   }
@@ -924,7 +1014,7 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
   hl = tmk__write_header(o, out_cap, flags, TMK_PKT_DATA, session_id, seq, base, 0);
   if (hl < 0) return hl;
   if (out_cap - (size_t)hl < w->len) return TMK_ENOSPC;
-  memcpy(o + hl, w->buf, w->len);
+  memcpy(o + hl, w->buf + body_at, w->len);
   return hl + (int)w->len;
 }
 

@@ -233,8 +233,9 @@ typedef struct tmk_proto_control {
 
 typedef struct tmk_proto_reader {
   tmk_proto_header hdr;
-  const uint8_t* p;
-  const uint8_t* end;
+  const uint8_t* p;      /* record stream cursor */
+  const uint8_t* end;    /* end of the record stream = start of the number stream */
+  const uint8_t* q;      /* number stream cursor: moves from the body's end towards `end` */
   uint32_t thread;
   uint32_t root_depth;
   uint64_t zone_cursor;
@@ -282,11 +283,14 @@ int tmk_proto_read_control(tmk_proto_reader* r, tmk_proto_control* out);
 typedef struct tmk_proto_writer {
   uint8_t* buf;
   uint32_t cap;
-  uint32_t len;
+  uint32_t len;     /* body bytes if the packet were finished now */
+  uint32_t a_end;   /* record stream: buf[3, a_end) (3 bytes kept for its length) */
+  uint32_t b_start; /* number stream: buf[b_start, cap), grows towards the front (§5) */
   uint32_t records; /* records written since reset */
   uint32_t zones;   /* zones written since reset */
   uint64_t base_time;
   int has_base;
+  int sealed;     /* finish() joined the streams; reset() before the next put */
   int big_endian; /* write fixed-width fields big-endian; defaults to the host's order */
   uint32_t thread;
   uint32_t root_depth;
@@ -328,8 +332,9 @@ int tmk_proto_put_team(tmk_proto_writer* w, uint32_t bit, const char* name, size
 
 /* Writes header + body as one DATA packet into `out`. Compresses with LZ4 when `lz4_state` is
  * non-NULL (tmk_proto_lz4_state_size() bytes, 8-byte aligned) and that saves bytes.
- * out_cap >= TMK_PROTO_MAX_HEADER + w->len always suffices.
- * Returns the packet length or a negative TMK_E* code. Does not reset the writer. */
+ * out_cap >= TMK_PROTO_MAX_HEADER + w->len always suffices. Seals the writer: it may be
+ * finished again (same packet) but takes no more puts until tmk_proto_writer_reset().
+ * Returns the packet length or a negative TMK_E* code. */
 int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, void* out,
                      size_t out_cap, void* lz4_state);
 
