@@ -103,12 +103,12 @@ typedef struct client {
   tmk_relay* r;
   pthread_t thread;
   int started;
-  pthread_mutex_t mu;   /* guards stop, sub_next, has_sub_next, text_out */
+  pthread_mutex_t mu;   /* guards stop, sub_next, has_sub_next */
+  pthread_mutex_t wmu;  /* serialises writes (sender thread and error replies) */
   int stop;
   int has_sub_next;
   sub sub_next;
-  char text_out[256];   /* a JSON text reply waiting to be sent by the sender thread */
-  int dead;             /* a write failed */
+  int dead;             /* a write failed (guarded by wmu) */
   struct client* next;
   /* sender-thread state */
   sub cur;
@@ -161,9 +161,11 @@ static uint64_t now_ms(void) {
  * Sending
  * ============================================================================================ */
 static int ws_send(client* c, int opcode, const void* p, size_t n) {
-  if (c->dead) return -1;
-  int rc = mg_websocket_write(c->conn, opcode, (const char*)p, n);
-  if (rc <= 0) { c->dead = 1; return -1; }
+  pthread_mutex_lock(&c->wmu);
+  int rc = c->dead ? -1 : mg_websocket_write(c->conn, opcode, (const char*)p, n);
+  if (rc <= 0) c->dead = 1;
+  pthread_mutex_unlock(&c->wmu);
+  if (rc <= 0) return -1;
   pthread_mutex_lock(&g_mu);
   g_stats.messages++;
   g_stats.bytes += n;
@@ -609,13 +611,9 @@ static void* sender_main(void* arg) {
     int stop = c->stop;
     int has = c->has_sub_next;
     sub s = c->sub_next;
-    char text[256];
-    text[0] = 0;
-    if (c->text_out[0]) { memcpy(text, c->text_out, sizeof text); c->text_out[0] = 0; }
     c->has_sub_next = 0;
     pthread_mutex_unlock(&c->mu);
     if (stop || c->dead) break;
-    if (text[0]) send_text(c, text);
     if (has) { start_subscription(c, &s); seen = 0; }
     if (c->subscribed) {
       uint64_t now = now_ms();
@@ -746,6 +744,7 @@ static void ws_ready(struct mg_connection* conn, void* ud) {
   c->conn = conn;
   c->r = ud;
   pthread_mutex_init(&c->mu, NULL);
+  pthread_mutex_init(&c->wmu, NULL);
   mg_set_user_connection_data(conn, c);
   if (pthread_create(&c->thread, NULL, sender_main, c) == 0) c->started = 1;
   pthread_mutex_lock(&g_mu);
@@ -762,18 +761,19 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
   if (op == MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE) return 0;
   if (op != MG_WEBSOCKET_OPCODE_TEXT) return 1; /* pings are answered by civetweb; binary ignored */
   sub s;
-  char err[160];
-  pthread_mutex_lock(&c->mu);
+  char err[160], reply[256];
   if (len > 8192) {
-    snprintf(c->text_out, sizeof c->text_out, "{\"type\":\"error\",\"error\":\"message too long\"}");
+    send_text(c, "{\"type\":\"error\",\"error\":\"message too long\"}");
   } else if (parse_sub(data, len, &s, err, sizeof err) == 0) {
+    pthread_mutex_lock(&c->mu);
     c->sub_next = s;
     c->has_sub_next = 1;
+    pthread_mutex_unlock(&c->mu);
+    on_data(NULL); /* wake the sender */
   } else {
-    snprintf(c->text_out, sizeof c->text_out, "{\"type\":\"error\",\"error\":\"%s\"}", err);
+    snprintf(reply, sizeof reply, "{\"type\":\"error\",\"error\":\"%s\"}", err);
+    send_text(c, reply);
   }
-  pthread_mutex_unlock(&c->mu);
-  on_data(NULL); /* wake the sender */
   return 1;
 }
 static void ws_close(const struct mg_connection* conn, void* ud) {
@@ -792,6 +792,7 @@ static void ws_close(const struct mg_connection* conn, void* ud) {
   pthread_mutex_unlock(&g_mu);
   mg_set_user_connection_data(conn, NULL);
   pthread_mutex_destroy(&c->mu);
+  pthread_mutex_destroy(&c->wmu);
   free(c->sites);
   free(c->out.p);
   free(c->items);

@@ -122,3 +122,62 @@ export async function launchChromium() {
   ctx.userDataDir = userDataDir;
   return ctx;
 }
+
+// A small WebSocket client (RFC 6455) for tests, so they do not depend on the Node version's
+// built-in WebSocket: text frames out (masked), text and binary frames in.
+import http from 'node:http';
+import crypto from 'node:crypto';
+export class TestSocket {
+  constructor(url, headers = {}) {
+    const u = new URL(url);
+    this.onopen = null; this.onmessage = null; this.onclose = null; this.onerror = null;
+    this.readyState = 0;
+    const key = crypto.randomBytes(16).toString('base64');
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, headers: Object.assign({
+      Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': key }, headers) });
+    req.on('upgrade', (res, sock, head) => {
+      this.sock = sock; this.readyState = 1;
+      let buf = head && head.length ? Buffer.from(head) : Buffer.alloc(0);
+      let frag = [], fragOp = 0;
+      sock.on('data', (d) => {
+        buf = buf.length ? Buffer.concat([buf, d]) : d;
+        for (;;) {
+          if (buf.length < 2) break;
+          const fin = buf[0] & 0x80, op = buf[0] & 0x0f;
+          let len = buf[1] & 0x7f, p = 2;
+          if (len === 126) { if (buf.length < 4) break; len = buf.readUInt16BE(2); p = 4; }
+          else if (len === 127) { if (buf.length < 10) break; len = Number(buf.readBigUInt64BE(2)); p = 10; }
+          if (buf[1] & 0x80) p += 4; // servers do not mask; skip a key if one is there
+          if (buf.length < p + len) break;
+          const payload = buf.subarray(p, p + len);
+          buf = buf.subarray(p + len);
+          if (op === 8) { this.close(); continue; }
+          if (op === 9) { this.frame(10, payload); continue; }
+          if (op === 10) continue;
+          if (op !== 0) { fragOp = op; frag = []; }
+          frag.push(Buffer.from(payload));
+          if (!fin) continue;
+          const all = Buffer.concat(frag);
+          const data = fragOp === 1 ? all.toString('utf8') : all.buffer.slice(all.byteOffset, all.byteOffset + all.length);
+          if (this.onmessage) this.onmessage({ data });
+        }
+      });
+      sock.on('close', () => { this.readyState = 3; if (this.onclose) this.onclose(); });
+      sock.on('error', () => {});
+      if (this.onopen) this.onopen();
+    });
+    req.on('response', (res) => { res.resume(); this.status = res.statusCode; this.readyState = 3; if (this.onerror) this.onerror(new Error('HTTP ' + res.statusCode)); if (this.onclose) this.onclose(); });
+    req.on('error', (e) => { this.readyState = 3; if (this.onerror) this.onerror(e); if (this.onclose) this.onclose(); });
+    req.end();
+  }
+  frame(op, payload) {
+    if (!this.sock || this.readyState !== 1) return;
+    const mask = crypto.randomBytes(4), n = payload.length;
+    const hdr = n < 126 ? Buffer.from([0x80 | op, 0x80 | n]) : n < 65536 ? Buffer.from([0x80 | op, 0x80 | 126, n >> 8, n & 255]) : (() => { const h = Buffer.alloc(10); h[0] = 0x80 | op; h[1] = 0x80 | 127; h.writeBigUInt64BE(BigInt(n), 2); return h; })();
+    const body = Buffer.alloc(n);
+    for (let i = 0; i < n; i++) body[i] = payload[i] ^ mask[i & 3];
+    this.sock.write(Buffer.concat([hdr, mask, body]));
+  }
+  send(text) { this.frame(1, Buffer.from(text, 'utf8')); }
+  close() { if (this.sock && this.readyState === 1) { this.frame(8, Buffer.alloc(0)); this.readyState = 2; this.sock.end(); } }
+}

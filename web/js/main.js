@@ -61,9 +61,9 @@ const stream = new Stream(wsUrl, {
   onBinary: (buf) => {
     let sum;
     try {
-      sum = decodeMessage(buf, (sid, type) => {
+      sum = decodeMessage(buf, (sid, type, origin) => {
         if (type === MSG.RESET) {
-          if (sid === app.current) newSessionData(sid);
+          if (sid === app.current) { newSessionData(sid); app.sd.origin = origin; }
           return app.sd;
         }
         return sid === app.current && app.sd ? app.sd : new SessionData(sid); // stale: decoded into a throwaway
@@ -344,5 +344,13 @@ window.telemark = {
   zonesWithTeam(bit) { const sd = app.sd; return sd ? sd.countZones((site) => { const s = sd.sites.get(site); return !!(s && ((s.verbosity >>> bit) & 1)); }) : 0; },
   zonesWithSeverityAbove(level) { const sd = app.sd; return sd ? sd.countZones((site) => { const s = sd.sites.get(site); return !!(s && s.severity > level); }) : 0; },
   zoneNames() { const sd = app.sd, c = {}; if (!sd) return c; sd.countZones((site) => { const s = sd.sites.get(site); const n = s ? s.name : '#' + site; c[n] = (c[n] || 0) + 1; return false; }); return c; },
+  // One key per loaded zone in absolute time, to compare sessions (live vs its recording).
+  zoneKeys() {
+    const sd = app.sd, out = [];
+    if (!sd) return out;
+    for (const th of sd.threads.values()) for (const l of th.lanes) for (let i = 0; i < l.n; i++)
+      out.push(`${th.id}:${l.depth}:${l.site[i]}:${sd.origin + l.start[i]}:${l.dur[i]}`);
+    return out;
+  },
   chromeTrace() { return toChromeTrace(app.sd, app.info && app.info.program); },
 };

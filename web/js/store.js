@@ -53,7 +53,7 @@ export class Lane {
     this.depth = depth;
     this.n = 0;
     this.start = new Float64Array(256);
-    this.dur = new Float32Array(256);
+    this.dur = new Float64Array(256);
     this.site = new Uint32Array(256);
     this.extra = null; // Map raw index -> payload string
     this.levels = LOD_SHIFTS.map((s) => new LodLevel(s));
@@ -125,6 +125,7 @@ export const SEVERITIES = ['critical', 'error', 'warning', 'info', 'debug', 'tra
 export class SessionData {
   constructor(id) {
     this.id = id;
+    this.origin = 0;          // absolute ns of time 0 (from the stream's RESET)
     this.sites = new Map();   // id -> {id, kind, severity, verbosity, colour, line, name, file}
     this.threads = new Map(); // thread -> {id, name, lanes: Lane[]}
     this.teams = new Map();   // bit -> name
