@@ -20,7 +20,11 @@ int tmk_relay_web_is_loopback(const char* host) {
   if (!host || !*host) return 0;
   if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 || strcmp(host, "[::1]") == 0)
     return 1;
-  return strncmp(host, "127.", 4) == 0;
+  /* 127.0.0.0/8: "127." followed by digits and dots only */
+  if (strncmp(host, "127.", 4) != 0) return 0;
+  for (const char* p = host + 4; *p; p++)
+    if (!(*p == '.' || (*p >= '0' && *p <= '9'))) return 0;
+  return 1;
 }
 
 int tmk_relay_web_make_token(char* out, size_t cap) {
