@@ -8,6 +8,7 @@ const MIN_RANGE = 1000;  // 1 µs: deepest zoom
 
 // Colour of a call site: its own colour, or a stable hue from its id.
 const colourCache = new Map();
+const mergedCache = new Map();
 export function siteColour(site, s) {
   const key = site;
   let c = colourCache.get(key);
@@ -51,7 +52,7 @@ export class FlameChart {
     const loop = () => { this.tick(); requestAnimationFrame(loop); };
     requestAnimationFrame(loop);
   }
-  setSession(sd) { this.sd = sd; this.live = true; this.scrollY = 0; this.needs = true; this.lastVersion = -1; }
+  setSession(sd) { colourCache.clear(); mergedCache.clear(); this.sd = sd; this.live = true; this.scrollY = 0; this.needs = true; this.lastVersion = -1; }
   setRange(t0, t1, fromUser) {
     if (t1 - t0 < MIN_RANGE) { const c = (t0 + t1) / 2; t0 = c - MIN_RANGE / 2; t1 = c + MIN_RANGE / 2; }
     this.t0 = t0; this.t1 = t1; this.needs = true;
@@ -223,7 +224,20 @@ export class FlameChart {
     }
     flush();
   }
-  mergedColour(site) { const c = siteColour(site, this.sd.sites.get(site)); return c; }
+  // Runs of merged sub-pixel zones: the first zone's colour, darkened, so they read as "many".
+  mergedColour(site) {
+    let c = mergedCache.get(site);
+    if (c) return c;
+    const base = siteColour(site, this.sd.sites.get(site));
+    if (base.startsWith('hsl(')) c = base.replace(/,(\d+)%\)$/, ',38%)');
+    else {
+      const v = parseInt(base.slice(1), 16);
+      const f = (x) => Math.round(x * 0.62 + 0x15 * 0.38);
+      c = `rgb(${f(v >> 16)},${f((v >> 8) & 255)},${f(v & 255)})`;
+    }
+    mergedCache.set(site, c);
+    return c;
+  }
 
   // ---- hit testing --------------------------------------------------------------------------
   hit(x, y) {
