@@ -58,6 +58,7 @@ export class Lane {
     this.extra = null; // Map raw index -> payload string
     this.levels = LOD_SHIFTS.map((s) => new LodLevel(s));
     this.sorted = true;
+    this.sortedUpTo = 0;
   }
   add(start, dur, site, extra) {
     const n = this.n;
@@ -66,7 +67,7 @@ export class Lane {
       this.dur = grow(this.dur, n + 1);
       this.site = grow(this.site, n + 1);
     }
-    if (n > 0 && start <= this.start[n - 1]) this.sorted = false;
+    if (this.sorted && n > 0 && start <= this.start[n - 1]) { this.sorted = false; this.sortedUpTo = n; }
     this.start[n] = start; this.dur[n] = dur; this.site[n] = site;
     if (extra) { if (!this.extra) this.extra = new Map(); this.extra.set(n, extra); }
     this.n = n + 1;
@@ -76,24 +77,44 @@ export class Lane {
       for (let k = 0; k < lv.length; k++) lv[k].push(n, start, end, dur < lv[k].span);
     }
   }
-  // Restore order after out-of-order arrivals (rare: history and live overlapping) and rebuild LOD.
+  // Restores order after out-of-order arrivals (history and live overlapping, trees split across
+  // packets) and drops exact duplicates. Only the tail from the first misplaced zone is re-sorted
+  // and re-indexed, so a late zone costs little however long the lane is.
   fix() {
     if (this.sorted) return;
-    const idx = Array.from({ length: this.n }, (_, i) => i);
-    idx.sort((a, b) => this.start[a] - this.start[b]);
-    const s = this.start.slice(0, this.n), d = this.dur.slice(0, this.n), t = this.site.slice(0, this.n);
-    const ex = this.extra;
-    this.extra = null;
-    const old = this.n;
-    this.n = 0; this.sorted = true;
-    this.levels = LOD_SHIFTS.map((sh) => new LodLevel(sh));
-    let prevS = -1, prevD = -1, prevT = -1;
-    for (let j = 0; j < old; j++) {
-      const i = idx[j];
-      if (s[i] === prevS && d[i] === prevD && t[i] === prevT) continue; // duplicate (history ∩ live)
-      prevS = s[i]; prevD = d[i]; prevT = t[i];
-      this.add(s[i], d[i], t[i], ex ? ex.get(i) : undefined);
+    // smallest start among zones appended since the lane was last in order
+    let minS = Infinity;
+    for (let i = this.sortedUpTo; i < this.n; i++) if (this.start[i] < minS) minS = this.start[i];
+    let cut = 0, hi = this.sortedUpTo;
+    while (cut < hi) { const m = (cut + hi) >>> 1; if (this.start[m] < minS) cut = m + 1; else hi = m; }
+    // LOD entries reaching into the tail are rebuilt too
+    for (const l of this.levels) {
+      while (l.n > 0 && l.last[l.n - 1] >= cut) { l.n--; if (l.first[l.n] < cut) cut = l.first[l.n]; }
     }
+    for (const l of this.levels) {
+      while (l.n > 0 && l.last[l.n - 1] >= cut) l.n--;
+    }
+    const m = this.n - cut;
+    const idx = new Uint32Array(m);
+    for (let i = 0; i < m; i++) idx[i] = cut + i;
+    const st = this.start, du = this.dur, si = this.site;
+    idx.sort((a, b) => (st[a] - st[b]) || (du[a] - du[b]) || (si[a] - si[b]));
+    const s = new Float64Array(m), d = new Float64Array(m), t = new Uint32Array(m), ex = [];
+    for (let j = 0; j < m; j++) {
+      const i = idx[j];
+      s[j] = st[i]; d[j] = du[i]; t[j] = si[i];
+      ex.push(this.extra ? this.extra.get(i) : undefined);
+    }
+    if (this.extra) for (let i = cut; i < this.n; i++) this.extra.delete(i);
+    this.n = cut;
+    this.sorted = true;
+    let removed = 0;
+    for (let j = 0; j < m; j++) {
+      if (j > 0 && s[j] === s[j - 1] && d[j] === d[j - 1] && t[j] === t[j - 1]) { removed++; continue; }
+      this.add(s[j], d[j], t[j], ex[j]);
+    }
+    this.sortedUpTo = this.n;
+    return removed;
   }
   // First raw index whose end is after t.
   firstEndingAfter(t) {
@@ -193,7 +214,9 @@ export class SessionData {
   }
   // Called after a batch: restores order where something arrived out of order.
   finishBatch() {
-    for (const th of this.threads.values()) for (const l of th.lanes) l.fix();
+    for (const th of this.threads.values()) for (const l of th.lanes) {
+      if (!l.sorted) this.zoneCount -= l.fix();
+    }
     if (!this.framesSorted) {
       const f = Array.from(this.frameTimes.subarray(0, this.nFrames)).sort((a, b) => a - b);
       const u = f.filter((v, i) => i === 0 || v !== f[i - 1]);
