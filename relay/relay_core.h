@@ -1,0 +1,224 @@
+/* relay_core.h — the relay's core modules that need no sockets or threads of their own: logging,
+ * the reorder buffer, the per-session store (decode + index + budget), the recording format and
+ * a JSON writer. They build as tmk_relay_core, which the fuzz sub-build can use without libuv. */
+#ifndef TMK_RELAY_CORE_H
+#define TMK_RELAY_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tmk_proto.h"
+#include "tmk_relay.h"
+
+/* =============================================================================================
+ * Logging (relay_log.c)
+ * ============================================================================================= */
+enum { TMK_LOG_ERROR = 0, TMK_LOG_WARN = 1, TMK_LOG_INFO = 2, TMK_LOG_DEBUG = 3 };
+
+/* Sets the level (messages above it are dropped) and the stream (stderr by default). */
+void tmk__log_setup(int level, FILE* out);
+int tmk__log_level(void);
+/* Parses "error", "warn", "info", "debug". Returns the level or -1. */
+int tmk__log_parse_level(const char* s);
+#if defined(__GNUC__)
+#define TMK__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TMK__PRINTF(a, b)
+#endif
+void tmk__log(int level, const char* fmt, ...) TMK__PRINTF(2, 3);
+
+/* Rate-limited log for bad input: at most one line per `key` (a source address, a session) per
+ * interval; the next line that gets through says how many were suppressed. Bounded table. */
+void tmk__log_limited(int level, const char* key, uint64_t now_ms, const char* fmt, ...)
+    TMK__PRINTF(4, 5);
+#define TMK__LOG_INTERVAL_MS 5000
+
+/* Monotonic and wall clocks. */
+uint64_t tmk__now_ms(void);
+uint64_t tmk__unix_ns(void);
+
+/* =============================================================================================
+ * Reorder buffer (relay_reorder.c)
+ * Per session: packets ordered by sequence number with a bounded window; duplicates dropped;
+ * a gap is declared lost when the window passes it (by count or by age). Delivered packets are
+ * handed to a callback in sequence order. Late packets (declared lost, then arrived) are still
+ * delivered — they decode on their own — and move one count from `lost` to `late`.
+ * ============================================================================================= */
+
+#define TMK__REORDER_HISTORY 8192 /* seqs remembered behind `next` for dup/late detection */
+
+typedef void (*tmk__deliver_fn)(void* ud, const uint8_t* packet, size_t len, uint64_t seq);
+
+typedef struct tmk__reorder_slot {
+  uint64_t seq;
+  uint64_t arrived_ms;
+  uint8_t* data;
+  uint32_t len;
+  uint32_t cap;
+  int used;
+} tmk__reorder_slot;
+
+typedef struct tmk__reorder {
+  uint64_t next;       /* next sequence number expected */
+  int started;
+  uint32_t window;     /* max packets held (slots) */
+  uint32_t window_ms;  /* max age of a held packet */
+  tmk__reorder_slot* slots; /* ring indexed by seq % window */
+  uint32_t held;
+  uint64_t oldest_ms;  /* arrival time of the oldest held packet */
+  uint8_t history[TMK__REORDER_HISTORY / 8]; /* bit per seq below next: 1 = delivered */
+  uint64_t lost, duplicated, reordered, late, stale;
+  size_t mem;          /* bytes held in slot buffers */
+} tmk__reorder;
+
+/* Returns 0 or TMK_ENOMEM. window >= 2. */
+int tmk__reorder_init(tmk__reorder* ro, uint32_t window, uint32_t window_ms);
+void tmk__reorder_free(tmk__reorder* ro);
+/* Offers one packet (copied if it must wait). Delivers whatever became in order. Returns 1 if
+ * it was delivered or held, 0 if it was a duplicate or too old, TMK_ENOMEM. */
+int tmk__reorder_push(tmk__reorder* ro, uint64_t seq, const uint8_t* packet, size_t len,
+                      uint64_t now_ms, tmk__deliver_fn fn, void* ud);
+/* Declares lost the gaps before packets held longer than window_ms and delivers what follows.
+ * force = 1 flushes everything held (session end). */
+void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__deliver_fn fn,
+                       void* ud);
+
+/* =============================================================================================
+ * Session store (relay_store.c)
+ * Decodes DATA packets (tmk_proto_open/next) into chunked per-thread series of zones and events,
+ * with site/thread/team tables, a memory budget (oldest chunks evicted first, counted) and the
+ * live broadcast ring. Not thread-safe by itself: callers hold the session's lock.
+ * ============================================================================================= */
+
+typedef struct tmk__store tmk__store;
+
+/* budget: bytes for stored data (>= 1 MiB is enforced). Returns NULL on allocation failure. */
+tmk__store* tmk__store_new(size_t budget);
+void tmk__store_free(tmk__store* st);
+/* Sets the timer frequency used to convert ticks to ns for queries (0 = 1 tick per ns). */
+void tmk__store_set_freq(tmk__store* st, uint64_t freq);
+/* Decodes one DATA packet and stores its records. Returns the number of records decoded or a
+ * negative TMK_E* code (records decoded before the error are kept; the packet counts as
+ * malformed). `scratch` must hold TMK_PROTO_MAX_BODY bytes. */
+int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* scratch);
+/* Fills stats fields the store owns (records, zones, malformed, dropped_by_agent, evicted,
+ * mem_bytes, unresolved_sites) and info fields (first_ns, last_ns, threads, sites,
+ * dropped_by_reason). */
+void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info);
+int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_zone_fn fn,
+                     void* ud);
+int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
+                      tmk_relay_event_fn fn, void* ud);
+int tmk__store_sites(const tmk__store* st, tmk_relay_site_fn fn, void* ud);
+int tmk__store_threads(const tmk__store* st, tmk_relay_thread_fn fn, void* ud);
+int tmk__store_teams(const tmk__store* st, tmk_relay_thread_fn fn, void* ud);
+/* Live ring. attach/detach count followers; the ring exists while followers > 0. */
+int tmk__store_live_attach(tmk__store* st, uint64_t* cursor);
+void tmk__store_live_detach(tmk__store* st);
+int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* out, size_t cap,
+                         uint64_t* skipped);
+/* Bytes one stored zone costs in chunk memory (for the benchmark). */
+size_t tmk__store_zone_bytes(void);
+
+/* =============================================================================================
+ * Recording format (relay_recording.c) — docs/RECORDING.md
+ * ============================================================================================= */
+
+#define TMK__REC_MAGIC "TMKREC01"
+#define TMK__AGENT_FILE_MAGIC "TMKFILE1"
+#define TMK__REC_CHUNK_MAX (16u << 20) /* largest chunk payload a reader accepts */
+
+enum {
+  TMK__CHUNK_SESSION = 1, /* session facts: varints and strings (RECORDING.md §3.1) */
+  TMK__CHUNK_PACKETS = 2, /* raw packets in delivery order (§3.2) */
+  TMK__CHUNK_STATS = 3,   /* reception counters snapshot (§3.3) */
+  TMK__CHUNK_END = 4      /* clean close (§3.4) */
+};
+
+typedef struct tmk__rec_writer {
+  int fd;
+  char path[512];
+  uint8_t* buf; /* pending PACKETS payload */
+  size_t len, cap;
+  uint64_t packets, bytes_written, chunks;
+  uint64_t last_flush_ms;
+  uint64_t last_sync_ms;
+  int failed;
+} tmk__rec_writer;
+
+/* Facts written in the SESSION chunk and read back. */
+typedef struct tmk__rec_session {
+  uint64_t session_id;
+  uint64_t created_unix_ns;
+  char transport[8];
+  char source[64];
+  char relay_version[32];
+} tmk__rec_session;
+
+/* Reception counters that only the live relay knows (loss is not visible in the packets). */
+typedef struct tmk__rec_stats {
+  uint64_t lost, duplicated, reordered, late, spoofed, malformed_unparsed;
+} tmk__rec_stats;
+
+/* Creates the file exclusively and writes magic + SESSION chunk. Returns 0 or TMK_EIO. */
+int tmk__rec_create(tmk__rec_writer* w, const char* path, const tmk__rec_session* s);
+/* Appends one raw packet (HELLO or DATA, as delivered). Flushes a chunk when the buffer passes
+ * 64 KiB. Returns 0 or TMK_EIO. */
+int tmk__rec_packet(tmk__rec_writer* w, const uint8_t* packet, size_t len, uint64_t now_ms);
+/* Writes the pending packets as one chunk (write(2); fdatasync when sync). */
+int tmk__rec_flush(tmk__rec_writer* w, int sync);
+int tmk__rec_write_stats(tmk__rec_writer* w, const tmk__rec_stats* s);
+/* Flushes, writes END, fsyncs and closes. Returns 0 or TMK_EIO. */
+int tmk__rec_close(tmk__rec_writer* w);
+
+/* Reading. Works on a memory image of the file (the relay reads it whole, the fuzzer hands
+ * bytes). Handles both relay recordings and agent files (TMKFILE1 + varint-framed packets).
+ * For each packet, calls packet_fn; a torn or corrupt tail stops the walk cleanly. */
+typedef struct tmk__rec_read_result {
+  int agent_file;
+  int clean_end;         /* END chunk seen */
+  int have_session;
+  tmk__rec_session session;
+  int have_stats;
+  tmk__rec_stats stats;  /* the last STATS chunk */
+  uint64_t chunks, packets;
+  uint64_t valid_bytes;  /* bytes up to the end of the last good chunk/frame */
+  uint64_t torn_bytes;   /* bytes after it that were skipped */
+  int tail_error;        /* 0, or why reading stopped early (TMK_ETRUNC / TMK_ECORRUPT ...) */
+} tmk__rec_read_result;
+typedef int (*tmk__rec_packet_fn)(void* ud, const uint8_t* packet, size_t len);
+/* Returns 0 when the file was recognised (even with a torn tail), TMK_EMAGIC otherwise. */
+int tmk__rec_read(const uint8_t* data, size_t len, tmk__rec_packet_fn fn, void* ud,
+                  tmk__rec_read_result* res);
+/* CRC-32C (Castagnoli) used by chunk headers. */
+uint32_t tmk__crc32c(uint32_t crc, const void* data, size_t len);
+
+/* =============================================================================================
+ * JSON writer (relay_json.c): a growable buffer with escaping, for the HTTP API.
+ * ============================================================================================= */
+typedef struct tmk__json {
+  char* buf;
+  size_t len, cap;
+  int oom;
+  int need_comma;
+} tmk__json;
+
+void tmk__json_init(tmk__json* j);
+void tmk__json_free(tmk__json* j);
+void tmk__json_raw(tmk__json* j, const char* s, size_t n);
+void tmk__json_begin_obj(tmk__json* j);
+void tmk__json_end_obj(tmk__json* j);
+void tmk__json_begin_arr(tmk__json* j);
+void tmk__json_end_arr(tmk__json* j);
+void tmk__json_key(tmk__json* j, const char* key);
+void tmk__json_str(tmk__json* j, const char* s, size_t n);
+void tmk__json_cstr(tmk__json* j, const char* s);
+void tmk__json_u64(tmk__json* j, uint64_t v);
+void tmk__json_i64(tmk__json* j, int64_t v);
+void tmk__json_f64(tmk__json* j, double v);
+void tmk__json_bool(tmk__json* j, int v);
+void tmk__json_null(tmk__json* j);
+
+#endif /* TMK_RELAY_CORE_H */

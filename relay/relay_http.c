@@ -1,0 +1,745 @@
+/* relay_http.c — the relay's web server (Debian's civetweb) and its JSON API under /api
+ * (docs/API.md). Handlers run on civetweb worker threads and use only the thread-safe functions
+ * of tmk_relay.h, so a request never blocks the ingest loop. Other handlers come in via hooks. */
+#define _POSIX_C_SOURCE 200809L
+#include <civetweb.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_internal.h"
+
+#define MAX_BODY 4096
+#define MAX_HOOKS 8
+#define MAX_LIST 4096
+
+static struct {
+  tmk_relay_http_hook fn;
+  void* ud;
+} g_hooks[MAX_HOOKS];
+static int g_nhooks;
+
+int tmk_relay_http_add_hook(tmk_relay_http_hook fn, void* ud) {
+  if (g_nhooks >= MAX_HOOKS) return TMK_ENOSPC;
+  g_hooks[g_nhooks].fn = fn;
+  g_hooks[g_nhooks].ud = ud;
+  g_nhooks++;
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Responses
+ * ------------------------------------------------------------------------------------------- */
+static const char* status_text(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+static int send_json(struct mg_connection* conn, int status, tmk__json* j) {
+  if (j->oom) {
+    mg_printf(conn,
+              "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+              "Content-Length: 41\r\nCache-Control: no-store\r\n\r\n"
+              "{\"error\":\"out of memory\",\"code\":\"ENOMEM\"}");
+    return 500;
+  }
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+            "Cache-Control: no-store\r\n\r\n",
+            status, status_text(status), j->len);
+  mg_write(conn, j->buf ? j->buf : "", j->len);
+  return status;
+}
+
+static int send_error(struct mg_connection* conn, int status, const char* code, const char* msg) {
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "error");
+  tmk__json_cstr(&j, msg);
+  tmk__json_key(&j, "code");
+  tmk__json_cstr(&j, code);
+  tmk__json_end_obj(&j);
+  int rc = send_json(conn, status, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+static int send_tmk_error(struct mg_connection* conn, int err, const char* msg) {
+  int status = 500;
+  switch (err) {
+    case TMK_ENOTFOUND: status = 404; break;
+    case TMK_EINVAL:
+    case TMK_ERANGE: status = 400; break;
+    case TMK_ESTATE:
+    case TMK_ENOSPC: status = 409; break;
+    case TMK_ECORRUPT: status = 422; break;
+    case TMK_EAGAIN: status = 503; break;
+    default: status = 500; break;
+  }
+  return send_error(conn, status, tmk_err_name(err), msg && *msg ? msg : tmk_strerror(err));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Request parsing
+ * ------------------------------------------------------------------------------------------- */
+/* Parses an unsigned decimal or 0x-hex number that must fill the whole string. */
+static int parse_u64(const char* s, uint64_t* out) {
+  if (!s || !*s || *s == '-' || *s == '+') return -1;
+  char* end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 0);
+  if (errno || *end) return -1;
+  *out = v;
+  return 0;
+}
+
+/* Query parameter `name`: returns 1 and sets *out when present and valid, 0 when absent, -1
+ * when present but not a number. */
+static int query_u64(const struct mg_request_info* ri, const char* name, uint64_t* out) {
+  if (!ri->query_string) return 0;
+  char buf[64];
+  int n = mg_get_var(ri->query_string, strlen(ri->query_string), name, buf, sizeof buf);
+  if (n < 0) return n == -1 ? 0 : -1;
+  return parse_u64(buf, out) == 0 ? 1 : -1;
+}
+
+/* Reads the request body (at most MAX_BODY bytes). Returns its length or -1 if too large. */
+static int read_body(struct mg_connection* conn, char* buf, size_t cap) {
+  const struct mg_request_info* ri = mg_get_request_info(conn);
+  if (ri->content_length > (long long)cap - 1) return -1;
+  size_t len = 0;
+  for (;;) {
+    if (len == cap - 1) {
+      char extra;
+      if (mg_read(conn, &extra, 1) > 0) return -1;
+      break;
+    }
+    int n = mg_read(conn, buf + len, cap - 1 - len);
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  buf[len] = 0;
+  return (int)len;
+}
+
+/* A tiny reader for the flat JSON objects the API accepts ({"level":3,"mask":255},
+ * {"name":"x.tmkr"}). Finds "key" at the top level and returns a pointer to its value. */
+static const char* json_find(const char* body, const char* key) {
+  size_t klen = strlen(key);
+  const char* p = body;
+  int depth = 0;
+  while (*p) {
+    if (*p == '{' || *p == '[') depth++;
+    else if (*p == '}' || *p == ']') depth--;
+    else if (*p == '"') {
+      const char* q = p + 1;
+      while (*q && *q != '"') q += (*q == '\\' && q[1]) ? 2 : 1;
+      if (!*q) return NULL;
+      if (depth == 1 && (size_t)(q - p - 1) == klen && memcmp(p + 1, key, klen) == 0) {
+        q++;
+        while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+        if (*q != ':') return NULL;
+        q++;
+        while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+        return q;
+      }
+      p = q;
+    }
+    p++;
+  }
+  return NULL;
+}
+
+/* Returns 1 with the value, 0 when absent, -1 when not a non-negative integer. */
+static int json_u64(const char* body, const char* key, uint64_t* out) {
+  const char* v = json_find(body, key);
+  if (!v) return 0;
+  if (*v == '"') { /* accept "0xff" strings for masks */
+    char buf[32];
+    const char* e = strchr(v + 1, '"');
+    if (!e || (size_t)(e - v - 1) >= sizeof buf) return -1;
+    memcpy(buf, v + 1, (size_t)(e - v - 1));
+    buf[e - v - 1] = 0;
+    return parse_u64(buf, out) == 0 ? 1 : -1;
+  }
+  if (*v < '0' || *v > '9') return -1;
+  char* end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || (*end && *end != ',' && *end != '}' && *end != ' ' && *end != '\n' && *end != '\r'))
+    return -1;
+  *out = x;
+  return 1;
+}
+
+/* Returns 1 with the string (no escapes allowed), 0 when absent, -1 when malformed. */
+static int json_string(const char* body, const char* key, char* out, size_t cap) {
+  const char* v = json_find(body, key);
+  if (!v) return 0;
+  if (*v != '"') return -1;
+  const char* e = v + 1;
+  while (*e && *e != '"' && *e != '\\') e++;
+  if (*e != '"' || (size_t)(e - v - 1) >= cap) return -1;
+  memcpy(out, v + 1, (size_t)(e - v - 1));
+  out[e - v - 1] = 0;
+  return 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * JSON for sessions
+ * ------------------------------------------------------------------------------------------- */
+static void put_stats(tmk__json* j, const tmk_relay_stats* s) {
+  tmk__json_begin_obj(j);
+#define F(name)             \
+  tmk__json_key(j, #name); \
+  tmk__json_u64(j, s->name);
+  F(packets) F(records) F(bytes) F(zones) F(lost) F(duplicated) F(reordered) F(late)
+  F(malformed) F(dropped_by_agent) F(spoofed) F(evicted) F(mem_bytes) F(unresolved_sites)
+#undef F
+  tmk__json_end_obj(j);
+}
+
+static void put_session(tmk__json* j, const tmk_relay_session_info* in) {
+  tmk__json_begin_obj(j);
+  tmk__json_key(j, "id");
+  tmk__json_cstr(j, in->id);
+  char sid[24];
+  snprintf(sid, sizeof sid, "%016" PRIx64, in->session_id);
+  tmk__json_key(j, "session_id");
+  tmk__json_cstr(j, sid);
+  tmk__json_key(j, "program");
+  tmk__json_cstr(j, in->program);
+  tmk__json_key(j, "live");
+  tmk__json_bool(j, in->live);
+  tmk__json_key(j, "recorded");
+  tmk__json_bool(j, in->recorded);
+  tmk__json_key(j, "recording");
+  tmk__json_bool(j, in->recording);
+  tmk__json_key(j, "recording_path");
+  tmk__json_cstr(j, in->recording_path);
+  tmk__json_key(j, "has_hello");
+  tmk__json_bool(j, in->has_hello);
+  tmk__json_key(j, "transport");
+  tmk__json_cstr(j, in->transport);
+  tmk__json_key(j, "source");
+  tmk__json_cstr(j, in->source);
+  tmk__json_key(j, "platform");
+  tmk__json_cstr(j, in->platform);
+  tmk__json_key(j, "arch");
+  tmk__json_cstr(j, in->arch);
+  tmk__json_key(j, "agent_version");
+  tmk__json_cstr(j, in->agent_version);
+  tmk__json_key(j, "byte_order");
+  tmk__json_cstr(j, in->has_hello ? (in->big_endian ? "big" : "little") : "");
+  tmk__json_key(j, "pointer_size");
+  tmk__json_u64(j, (uint64_t)in->pointer_size);
+  tmk__json_key(j, "timer_freq");
+  tmk__json_u64(j, in->timer_freq);
+  tmk__json_key(j, "caps");
+  tmk__json_u64(j, in->caps);
+  tmk__json_key(j, "first_ns");
+  tmk__json_u64(j, in->first_ns);
+  tmk__json_key(j, "last_ns");
+  tmk__json_u64(j, in->last_ns);
+  tmk__json_key(j, "created_unix_ns");
+  tmk__json_u64(j, in->created_unix_ns);
+  tmk__json_key(j, "threads");
+  tmk__json_u64(j, in->threads);
+  tmk__json_key(j, "sites");
+  tmk__json_u64(j, in->sites);
+  tmk__json_key(j, "control");
+  tmk__json_begin_obj(j);
+  tmk__json_key(j, "level");
+  if (in->control_level < 0) tmk__json_null(j);
+  else tmk__json_u64(j, (uint64_t)in->control_level);
+  tmk__json_key(j, "mask");
+  tmk__json_u64(j, in->control_mask);
+  tmk__json_end_obj(j);
+  tmk__json_key(j, "dropped_by_reason");
+  tmk__json_begin_obj(j);
+  for (unsigned i = 0; i < 5; i++) {
+    tmk__json_key(j, tmk_proto_drop_reason_name(i));
+    tmk__json_u64(j, in->dropped_by_reason[i]);
+  }
+  tmk__json_end_obj(j);
+  tmk__json_key(j, "stats");
+  put_stats(j, &in->stats);
+  tmk__json_end_obj(j);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Handlers
+ * ------------------------------------------------------------------------------------------- */
+static int h_sessions(struct mg_connection* conn, tmk_relay* r) {
+  tmk_relay_session_info* infos = malloc(MAX_LIST * sizeof *infos);
+  if (!infos) return send_error(conn, 500, "ENOMEM", "out of memory");
+  int n = tmk_relay_sessions(r, infos, MAX_LIST);
+  if (n > MAX_LIST) n = MAX_LIST;
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_arr(&j);
+  for (int i = 0; i < n; i++) put_session(&j, &infos[i]);
+  tmk__json_end_arr(&j);
+  free(infos);
+  int rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+static int h_session(struct mg_connection* conn, tmk_relay* r, const char* id) {
+  tmk_relay_session_info info;
+  int rc = tmk_relay_session(r, id, &info);
+  if (rc < 0) return send_error(conn, 404, "ENOTFOUND", "no such session");
+  tmk__json j;
+  tmk__json_init(&j);
+  put_session(&j, &info);
+  rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+static int parse_query(struct mg_connection* conn, tmk_relay_query* q) {
+  const struct mg_request_info* ri = mg_get_request_info(conn);
+  memset(q, 0, sizeof *q);
+  q->thread = -1;
+  uint64_t v;
+  int rc;
+  if ((rc = query_u64(ri, "t0", &v)) < 0) return send_error(conn, 400, "EINVAL", "t0 must be ns");
+  if (rc) q->t0_ns = v;
+  if ((rc = query_u64(ri, "t1", &v)) < 0) return send_error(conn, 400, "EINVAL", "t1 must be ns");
+  if (rc) q->t1_ns = v;
+  if (q->t1_ns && q->t1_ns < q->t0_ns) return send_error(conn, 400, "EINVAL", "t1 is before t0");
+  if ((rc = query_u64(ri, "thread", &v)) < 0 || (rc && v > UINT32_MAX))
+    return send_error(conn, 400, "EINVAL", "thread must be a thread index");
+  if (rc) q->thread = (int64_t)v;
+  if ((rc = query_u64(ri, "min_dur", &v)) < 0)
+    return send_error(conn, 400, "EINVAL", "min_dur must be ns");
+  if (rc) q->min_dur_ns = v;
+  if ((rc = query_u64(ri, "limit", &v)) < 0 || (rc && (v == 0 || v > 1000000)))
+    return send_error(conn, 400, "EINVAL", "limit must be 1..1000000");
+  q->limit = rc ? (size_t)v : 100000;
+  return 0;
+}
+
+typedef struct zone_ctx {
+  tmk__json* j;
+  size_t n;
+} zone_ctx;
+
+static int zone_cb(void* ud, const tmk_relay_zone* z) {
+  zone_ctx* c = ud;
+  tmk__json* j = c->j;
+  /* compact rows: [start_ns, dur_ns, thread, site, depth, flags] */
+  tmk__json_begin_arr(j);
+  tmk__json_u64(j, z->start_ns);
+  tmk__json_u64(j, z->dur_ns);
+  tmk__json_u64(j, z->thread);
+  tmk__json_u64(j, z->site);
+  tmk__json_u64(j, z->depth);
+  tmk__json_u64(j, z->flags);
+  tmk__json_end_arr(j);
+  c->n++;
+  return j->oom;
+}
+
+static int h_zones(struct mg_connection* conn, tmk_relay* r, const char* id) {
+  tmk_relay_query q;
+  if (parse_query(conn, &q)) return 400;
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "columns");
+  tmk__json_raw(&j, "[\"start_ns\",\"dur_ns\",\"thread\",\"site\",\"depth\",\"flags\"]", 50);
+  tmk__json_key(&j, "zones");
+  tmk__json_begin_arr(&j);
+  zone_ctx c = {&j, 0};
+  int n = tmk_relay_query_zones(r, id, &q, zone_cb, &c);
+  if (n < 0) {
+    tmk__json_free(&j);
+    return send_error(conn, 404, "ENOTFOUND", "no such session");
+  }
+  tmk__json_end_arr(&j);
+  tmk__json_key(&j, "count");
+  tmk__json_u64(&j, c.n);
+  tmk__json_key(&j, "truncated");
+  tmk__json_bool(&j, c.n >= q.limit);
+  tmk__json_end_obj(&j);
+  int rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+static const char* const k_ev_names[] = {"", "frame", "plot", "message", "marker_begin",
+                                         "marker_end"};
+
+static int event_cb(void* ud, const tmk_relay_event* e) {
+  zone_ctx* c = ud;
+  tmk__json* j = c->j;
+  tmk__json_begin_obj(j);
+  tmk__json_key(j, "type");
+  tmk__json_cstr(j, e->type <= 5 ? k_ev_names[e->type] : "?");
+  tmk__json_key(j, "time_ns");
+  tmk__json_u64(j, e->time_ns);
+  tmk__json_key(j, "thread");
+  tmk__json_u64(j, e->thread);
+  tmk__json_key(j, "site");
+  tmk__json_u64(j, e->site);
+  if (e->type == TMK_RELAY_EV_PLOT) {
+    tmk__json_key(j, "value");
+    if (e->is_double) tmk__json_f64(j, e->d);
+    else tmk__json_i64(j, e->i);
+  } else if (e->type == TMK_RELAY_EV_MESSAGE) {
+    tmk__json_key(j, "severity");
+    tmk__json_u64(j, e->severity);
+    tmk__json_key(j, "verbosity");
+    tmk__json_u64(j, e->verbosity);
+    tmk__json_key(j, "text");
+    tmk__json_str(j, e->text, e->text_len);
+  } else if (e->type == TMK_RELAY_EV_MARKER_BEGIN || e->type == TMK_RELAY_EV_MARKER_END) {
+    tmk__json_key(j, "payload");
+    tmk__json_str(j, e->text, e->text_len);
+  }
+  tmk__json_end_obj(j);
+  c->n++;
+  return j->oom;
+}
+
+static int h_events(struct mg_connection* conn, tmk_relay* r, const char* id) {
+  tmk_relay_query q;
+  if (parse_query(conn, &q)) return 400;
+  const struct mg_request_info* ri = mg_get_request_info(conn);
+  unsigned mask = 0;
+  char types[128];
+  if (ri->query_string &&
+      mg_get_var(ri->query_string, strlen(ri->query_string), "type", types, sizeof types) >= 0) {
+    char* save = NULL;
+    for (char* t = strtok_r(types, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+      unsigned k = 0;
+      for (unsigned i = 1; i <= 5; i++)
+        if (strcmp(t, k_ev_names[i]) == 0) k = i;
+      if (!k)
+        return send_error(conn, 400, "EINVAL",
+                          "type must be a comma list of frame, plot, message, marker_begin, "
+                          "marker_end");
+      mask |= 1u << k;
+    }
+  }
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "events");
+  tmk__json_begin_arr(&j);
+  zone_ctx c = {&j, 0};
+  int n = tmk_relay_query_events(r, id, &q, mask, event_cb, &c);
+  if (n < 0) {
+    tmk__json_free(&j);
+    return send_error(conn, 404, "ENOTFOUND", "no such session");
+  }
+  tmk__json_end_arr(&j);
+  tmk__json_key(&j, "count");
+  tmk__json_u64(&j, c.n);
+  tmk__json_key(&j, "truncated");
+  tmk__json_bool(&j, c.n >= q.limit);
+  tmk__json_end_obj(&j);
+  int rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+static int site_cb(void* ud, const tmk_relay_site* s) {
+  tmk__json* j = ud;
+  tmk__json_begin_obj(j);
+  tmk__json_key(j, "id");
+  tmk__json_u64(j, s->id);
+  tmk__json_key(j, "known");
+  tmk__json_bool(j, s->known);
+  tmk__json_key(j, "kind");
+  tmk__json_cstr(j, s->known ? tmk_proto_site_kind_name(s->kind) : "");
+  tmk__json_key(j, "severity");
+  tmk__json_u64(j, s->severity);
+  tmk__json_key(j, "verbosity");
+  tmk__json_u64(j, s->verbosity);
+  tmk__json_key(j, "color");
+  tmk__json_u64(j, s->color);
+  tmk__json_key(j, "line");
+  tmk__json_u64(j, s->line);
+  tmk__json_key(j, "name");
+  tmk__json_cstr(j, s->name);
+  tmk__json_key(j, "file");
+  tmk__json_cstr(j, s->file);
+  tmk__json_end_obj(j);
+  return j->oom;
+}
+
+static int name_cb(void* ud, uint32_t idx, const char* name) {
+  tmk__json* j = ud;
+  tmk__json_begin_obj(j);
+  tmk__json_key(j, "index");
+  tmk__json_u64(j, idx);
+  tmk__json_key(j, "name");
+  tmk__json_cstr(j, name);
+  tmk__json_end_obj(j);
+  return j->oom;
+}
+
+static int h_sites(struct mg_connection* conn, tmk_relay* r, const char* id) {
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "sites");
+  tmk__json_begin_arr(&j);
+  if (tmk_relay_query_sites(r, id, site_cb, &j) < 0) {
+    tmk__json_free(&j);
+    return send_error(conn, 404, "ENOTFOUND", "no such session");
+  }
+  tmk__json_end_arr(&j);
+  tmk__json_key(&j, "threads");
+  tmk__json_begin_arr(&j);
+  tmk_relay_query_threads(r, id, name_cb, &j);
+  tmk__json_end_arr(&j);
+  tmk__json_key(&j, "teams");
+  tmk__json_begin_arr(&j);
+  tmk_relay_query_teams(r, id, name_cb, &j);
+  tmk__json_end_arr(&j);
+  tmk__json_end_obj(&j);
+  int rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+static int h_record(struct mg_connection* conn, tmk_relay* r, const char* id, int on) {
+  char path[512] = "", err[256] = "";
+  int rc = tmk_relay_record(r, id, on, path, sizeof path, err, sizeof err);
+  if (rc < 0) return send_tmk_error(conn, rc, err);
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "id");
+  tmk__json_cstr(&j, id);
+  tmk__json_key(&j, "recording");
+  tmk__json_bool(&j, on);
+  if (on) {
+    tmk__json_key(&j, "path");
+    tmk__json_cstr(&j, path);
+  }
+  tmk__json_end_obj(&j);
+  rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+static int h_control(struct mg_connection* conn, tmk_relay* r, const char* id) {
+  char body[MAX_BODY];
+  int len = read_body(conn, body, sizeof body);
+  if (len < 0) return send_error(conn, 413, "ETOOBIG", "request body is larger than 4 KiB");
+  uint64_t level = 0, mask = 0;
+  int hl = json_u64(body, "level", &level), hm = json_u64(body, "mask", &mask);
+  if (hl <= 0 || hm <= 0)
+    return send_error(conn, 400, "EINVAL",
+                      "body must be JSON {\"level\": 0..5, \"mask\": 32-bit team mask}");
+  if (level > 5) return send_error(conn, 400, "ERANGE", "level must be 0..5 (critical..trace)");
+  if (mask > UINT32_MAX) return send_error(conn, 400, "ERANGE", "mask must fit in 32 bits");
+  char err[256] = "";
+  int rc = tmk_relay_control(r, id, (int)level, (uint32_t)mask, err, sizeof err);
+  if (rc < 0) return send_tmk_error(conn, rc, err);
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "id");
+  tmk__json_cstr(&j, id);
+  tmk__json_key(&j, "level");
+  tmk__json_u64(&j, level);
+  tmk__json_key(&j, "mask");
+  tmk__json_u64(&j, mask);
+  tmk__json_end_obj(&j);
+  rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+static int h_recordings(struct mg_connection* conn, tmk_relay* r) {
+  tmk_relay_recording_info* list = malloc(MAX_LIST * sizeof *list);
+  if (!list) return send_error(conn, 500, "ENOMEM", "out of memory");
+  int n = tmk_relay_recordings(r, list, MAX_LIST);
+  if (n > MAX_LIST) n = MAX_LIST;
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_arr(&j);
+  for (int i = 0; i < n; i++) {
+    tmk__json_begin_obj(&j);
+    tmk__json_key(&j, "name");
+    tmk__json_cstr(&j, list[i].name);
+    tmk__json_key(&j, "size");
+    tmk__json_u64(&j, list[i].size);
+    tmk__json_key(&j, "mtime_unix_ns");
+    tmk__json_u64(&j, list[i].mtime_unix_ns);
+    tmk__json_key(&j, "kind");
+    tmk__json_cstr(&j, list[i].agent_file ? "agent_file" : "recording");
+    tmk__json_key(&j, "open");
+    tmk__json_bool(&j, list[i].open);
+    tmk__json_end_obj(&j);
+  }
+  tmk__json_end_arr(&j);
+  free(list);
+  int rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+static int h_open(struct mg_connection* conn, tmk_relay* r) {
+  char body[MAX_BODY];
+  int len = read_body(conn, body, sizeof body);
+  if (len < 0) return send_error(conn, 413, "ETOOBIG", "request body is larger than 4 KiB");
+  char name[256];
+  if (json_string(body, "name", name, sizeof name) <= 0)
+    return send_error(conn, 400, "EINVAL",
+                      "body must be JSON {\"name\": \"<file in the data directory>\"}");
+  char id[TMK_RELAY_ID_MAX] = "", err[256] = "";
+  int rc = tmk_relay_open_recording(r, name, id, sizeof id, err, sizeof err);
+  if (rc < 0) return send_tmk_error(conn, rc, err);
+  return h_session(conn, r, id);
+}
+
+static int h_relay(struct mg_connection* conn, tmk_relay* r) {
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "version");
+  tmk__json_cstr(&j, TMK_RELAY_VERSION);
+  tmk__json_key(&j, "protocol");
+  tmk__json_u64(&j, TMK_PROTO_VERSION);
+  tmk__json_key(&j, "listen_port");
+  tmk__json_u64(&j, (uint64_t)r->bound_port);
+  tmk__json_key(&j, "data_dir");
+  tmk__json_cstr(&j, r->cfg.data_dir);
+  tmk__json_key(&j, "record_all");
+  tmk__json_bool(&j, r->cfg.record_all);
+  tmk__json_key(&j, "max_sessions");
+  tmk__json_u64(&j, r->cfg.max_sessions);
+  tmk__json_key(&j, "session_memory");
+  tmk__json_u64(&j, r->cfg.session_memory);
+  tmk__json_key(&j, "garbage");
+  tmk__json_u64(&j, atomic_load(&r->garbage));
+  tmk__json_key(&j, "rejected_sessions");
+  tmk__json_u64(&j, atomic_load(&r->rejected_sessions));
+  tmk__json_end_obj(&j);
+  int rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
+/* /api/...: routes by method and path. */
+static int api_handler(struct mg_connection* conn, void* cbdata) {
+  tmk_relay* r = cbdata;
+  const struct mg_request_info* ri = mg_get_request_info(conn);
+  const char* m = ri->request_method;
+  const char* uri = ri->local_uri ? ri->local_uri : "";
+  int get = strcmp(m, "GET") == 0, post = strcmp(m, "POST") == 0;
+  if (strcmp(uri, "/api/sessions") == 0) {
+    if (!get) return send_error(conn, 405, "EMETHOD", "use GET");
+    return h_sessions(conn, r);
+  }
+  if (strcmp(uri, "/api/relay") == 0) {
+    if (!get) return send_error(conn, 405, "EMETHOD", "use GET");
+    return h_relay(conn, r);
+  }
+  if (strcmp(uri, "/api/recordings") == 0) {
+    if (!get) return send_error(conn, 405, "EMETHOD", "use GET");
+    return h_recordings(conn, r);
+  }
+  if (strcmp(uri, "/api/recordings/open") == 0) {
+    if (!post) return send_error(conn, 405, "EMETHOD", "use POST");
+    return h_open(conn, r);
+  }
+  if (strncmp(uri, "/api/sessions/", 14) == 0) {
+    const char* rest = uri + 14;
+    const char* slash = strchr(rest, '/');
+    size_t idlen = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (idlen == 0 || idlen >= TMK_RELAY_ID_MAX)
+      return send_error(conn, 404, "ENOTFOUND", "no such session");
+    char id[TMK_RELAY_ID_MAX];
+    memcpy(id, rest, idlen);
+    id[idlen] = 0;
+    const char* sub = slash ? slash + 1 : "";
+    struct {
+      const char* path;
+      int post;
+    } routes[] = {{"", 0},       {"zones", 0},        {"events", 0},       {"sites", 0},
+                  {"control", 1}, {"record/start", 1}, {"record/stop", 1}};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+      if (strcmp(sub, routes[i].path) != 0) continue;
+      if (routes[i].post ? !post : !get)
+        return send_error(conn, 405, "EMETHOD", routes[i].post ? "use POST" : "use GET");
+      switch (i) {
+        case 0: return h_session(conn, r, id);
+        case 1: return h_zones(conn, r, id);
+        case 2: return h_events(conn, r, id);
+        case 3: return h_sites(conn, r, id);
+        case 4: return h_control(conn, r, id);
+        case 5: return h_record(conn, r, id, 1);
+        default: return h_record(conn, r, id, 0);
+      }
+    }
+  }
+  return send_error(conn, 404, "ENOTFOUND", "no such API endpoint (see docs/API.md)");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Server
+ * ------------------------------------------------------------------------------------------- */
+static char g_start_error[256];
+
+static int log_message(const struct mg_connection* conn, const char* msg) {
+  (void)conn;
+  if (!g_start_error[0]) snprintf(g_start_error, sizeof g_start_error, "%s", msg);
+  tmk__log(TMK_LOG_DEBUG, "http: %s", msg);
+  return 1;
+}
+
+int tmk__http_start(tmk_relay* r) {
+  if (r->cfg.http_port < 0) return 0;
+  static int lib_ready;
+  if (!lib_ready) {
+    mg_init_library(0);
+    lib_ready = 1;
+  }
+  char ports[96];
+  if (strchr(r->cfg.http_host, ':'))
+    snprintf(ports, sizeof ports, "[%s]:%d", r->cfg.http_host, r->cfg.http_port);
+  else
+    snprintf(ports, sizeof ports, "%s:%d", r->cfg.http_host, r->cfg.http_port);
+  const char* options[] = {"listening_ports", ports, "num_threads", "16", "request_timeout_ms",
+                           "10000", "enable_keep_alive", "yes", NULL};
+  struct mg_callbacks cb;
+  memset(&cb, 0, sizeof cb);
+  cb.log_message = log_message;
+  g_start_error[0] = 0;
+  r->http = mg_start(&cb, r, options);
+  if (!r->http) {
+    tmk__log(TMK_LOG_ERROR, "cannot serve HTTP on %s: %s (port in use? choose another with "
+             "--http)", ports, g_start_error[0] ? g_start_error : "civetweb failed to start");
+    return TMK_ESOCKET;
+  }
+  struct mg_server_port sp[4];
+  int n = mg_get_server_ports(r->http, 4, sp);
+  r->http_port_bound = n > 0 ? sp[0].port : r->cfg.http_port;
+  mg_set_request_handler(r->http, "/api", api_handler, r);
+  for (int i = 0; i < g_nhooks; i++) g_hooks[i].fn(r->http, r, g_hooks[i].ud);
+  return 0;
+}
+
+void tmk__http_stop(tmk_relay* r) {
+  if (r->http) mg_stop(r->http);
+  r->http = NULL;
+}

@@ -1,0 +1,599 @@
+/* relay_ingest.c — ingest on the libuv loop: UDP and TCP on one port, the handshake (WELCOME /
+ * REJECT, logged once), sessions by agent session id (a UDP session that moves to TCP keeps its
+ * id), the reorder buffer in front of the store, and bad-input accounting with bounded memory. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_internal.h"
+
+#define UDP_BATCH 32 /* datagrams per recvmmsg call */
+
+/* ---------------------------------------------------------------------------------------------
+ * Addresses
+ * ------------------------------------------------------------------------------------------- */
+void tmk__addr_str(const struct sockaddr* sa, char* out, size_t cap) {
+  char ip[64] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in* a = (const struct sockaddr_in*)(const void*)sa;
+    uv_ip4_name(a, ip, sizeof ip);
+    port = ntohs(a->sin_port);
+    snprintf(out, cap, "%s:%d", ip, port);
+  } else if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6* a = (const struct sockaddr_in6*)(const void*)sa;
+    uv_ip6_name(a, ip, sizeof ip);
+    port = ntohs(a->sin6_port);
+    snprintf(out, cap, "[%s]:%d", ip, port);
+  } else {
+    snprintf(out, cap, "?");
+  }
+}
+
+static void ip_str(const struct sockaddr* sa, char* out, size_t cap) {
+  if (sa->sa_family == AF_INET) uv_ip4_name((const struct sockaddr_in*)(const void*)sa, out, cap);
+  else if (sa->sa_family == AF_INET6)
+    uv_ip6_name((const struct sockaddr_in6*)(const void*)sa, out, cap);
+  else snprintf(out, cap, "?");
+}
+
+int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b) {
+  if (a->sa_family != b->sa_family) return 0;
+  if (a->sa_family == AF_INET)
+    return memcmp(&((const struct sockaddr_in*)(const void*)a)->sin_addr,
+                  &((const struct sockaddr_in*)(const void*)b)->sin_addr, 4) == 0;
+  if (a->sa_family == AF_INET6)
+    return memcmp(&((const struct sockaddr_in6*)(const void*)a)->sin6_addr,
+                  &((const struct sockaddr_in6*)(const void*)b)->sin6_addr, 16) == 0;
+  return 0;
+}
+
+static size_t addr_len(const struct sockaddr* sa) {
+  return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Sending (replies and CONTROL)
+ * ------------------------------------------------------------------------------------------- */
+typedef struct write_req {
+  uv_write_t req;
+  uint8_t data[];
+} write_req;
+
+static void write_done(uv_write_t* req, int status) {
+  (void)status;
+  free(req);
+}
+
+static int send_tcp(tmk__conn* c, const uint8_t* packet, size_t len) {
+  if (c->closing) return TMK_ESTATE;
+  /* An agent that does not read its socket cannot make us queue without bound. */
+  if (uv_stream_get_write_queue_size((uv_stream_t*)&c->tcp) > 256 * 1024) return TMK_EAGAIN;
+  uint8_t prefix[3];
+  int n = tmk_proto_frame_prefix(prefix, len);
+  if (n < 0) return n;
+  write_req* w = malloc(sizeof *w + (size_t)n + len);
+  if (!w) return TMK_ENOMEM;
+  memcpy(w->data, prefix, (size_t)n);
+  memcpy(w->data + n, packet, len);
+  uv_buf_t b = uv_buf_init((char*)w->data, (unsigned)((size_t)n + len));
+  if (uv_write(&w->req, (uv_stream_t*)&c->tcp, &b, 1, write_done) != 0) {
+    free(w);
+    return TMK_ESOCKET;
+  }
+  return 0;
+}
+
+static int send_udp(tmk_relay* r, const struct sockaddr* to, const uint8_t* packet, size_t len) {
+  uv_buf_t b = uv_buf_init((char*)(uintptr_t)packet, (unsigned)len);
+  int rc = uv_udp_try_send(&r->udp, &b, 1, to);
+  return rc < 0 ? TMK_ESOCKET : 0;
+}
+
+static int reply(tmk_relay* r, tmk__conn* c, const struct sockaddr* to, const uint8_t* packet,
+                 size_t len) {
+  return c ? send_tcp(c, packet, len) : send_udp(r, to, packet, len);
+}
+
+int tmk__ingest_send(tmk_relay* r, tmk__session* s, const uint8_t* packet, size_t len) {
+  if (s->conn) return send_tcp(s->conn, packet, len);
+  if (!s->has_addr || !r->udp_open) return TMK_ESTATE;
+  return send_udp(r, (const struct sockaddr*)&s->addr, packet, len);
+}
+
+static void send_reject(tmk_relay* r, tmk__conn* c, const struct sockaddr* to, uint64_t sid,
+                        uint32_t reason, const char* text) {
+  uint8_t out[512];
+  tmk_proto_reject rj;
+  rj.reason = reason;
+  rj.text.ptr = text;
+  rj.text.len = (uint32_t)strlen(text);
+  int n = tmk_proto_encode_reject(out, sizeof out, sid, &rj);
+  if (n > 0) reply(r, c, to, out, (size_t)n);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Packets
+ * ------------------------------------------------------------------------------------------- */
+static void deliver(void* ud, const uint8_t* p, size_t len, uint64_t seq) {
+  (void)seq;
+  tmk__session* s = ud;
+  tmk__session_apply(s, p, len, s->relay->scratch);
+}
+
+/* Decodes a DATA packet completely without storing it: a new session is only created for a
+ * packet that is valid all the way through, so garbage with random session ids costs nothing. */
+static int validate_data(tmk_relay* r, const uint8_t* p, size_t len) {
+  tmk_proto_reader rd;
+  int rc = tmk_proto_open(&rd, p, len, r->scratch, TMK_PROTO_MAX_BODY);
+  if (rc < 0) return rc;
+  tmk_proto_record rec;
+  while ((rc = tmk_proto_next(&rd, &rec)) > 0) {
+  }
+  return rc;
+}
+
+static uint32_t sessions_from_ip(tmk_relay* r, const struct sockaddr* src) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < r->nsessions; i++) {
+    tmk__session* s = r->sessions[i];
+    if (s->replay || s->ended) continue;
+    const struct sockaddr* a =
+        s->conn ? (const struct sockaddr*)&s->conn->peer : (const struct sockaddr*)&s->addr;
+    if ((s->has_addr || s->conn) && tmk__same_ip(a, src)) n++;
+  }
+  return n;
+}
+
+static uint32_t per_source_limit(const tmk_relay* r) {
+  uint32_t lim = r->cfg.max_sessions / 2;
+  return lim < 1 ? 1 : lim;
+}
+
+/* Finds or creates the session for a packet from `src` (over `c` when TCP). */
+static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockaddr* src,
+                                 tmk__conn* c, const char* src_str, uint64_t now) {
+  tmk__session* s = tmk__session_find_sid(r, sid);
+  if (s) return s;
+  if (sessions_from_ip(r, src) >= per_source_limit(r)) {
+    r->rejected_sessions++;
+    tmk__log_limited(TMK_LOG_WARN, src_str, now,
+                     "%s: refused new session %016llx: this source already has %u sessions "
+                     "(limit is half of --max-sessions)",
+                     src_str, (unsigned long long)sid, per_source_limit(r));
+    return NULL;
+  }
+  s = tmk__session_new(r, sid, NULL, 0);
+  if (!s) return NULL;
+  if (tmk__session_register(r, s) != 0) {
+    tmk__session_unref(s);
+    r->rejected_sessions++;
+    tmk__log_limited(TMK_LOG_WARN, "max-sessions", now,
+                     "refused new session %016llx from %s: %u sessions are live (--max-sessions)",
+                     (unsigned long long)sid, src_str, r->cfg.max_sessions);
+    return NULL;
+  }
+  memcpy(&s->addr, src, addr_len(src));
+  s->has_addr = 1;
+  pthread_mutex_lock(&s->mu);
+  snprintf(s->info.transport, sizeof s->info.transport, "%s", c ? "tcp" : "udp");
+  snprintf(s->info.source, sizeof s->info.source, "%s", src_str);
+  pthread_mutex_unlock(&s->mu);
+  if (r->cfg.record_all) {
+    char err[256];
+    if (tmk__session_record_start(s, NULL, 0, err, sizeof err) != 0)
+      tmk__log(TMK_LOG_ERROR, "session %s: %s", s->id, err);
+  }
+  return s;
+}
+
+/* Binds a session to where its packets come from. Returns 0 if the packet may be used. */
+static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c,
+                       const char* src_str, int is_hello) {
+  const struct sockaddr* bound =
+      s->conn ? (const struct sockaddr*)&s->conn->peer : (const struct sockaddr*)&s->addr;
+  if (c) {
+    if (s->conn == c) return 0;
+    /* A session moves to TCP (or reconnects) only with a HELLO from the same host. */
+    if (!is_hello || !tmk__same_ip(bound, src)) return -1;
+    if (c->session && c->session != s) return -1;
+    s->conn = c;
+    c->session = s;
+    memcpy(&s->addr, src, addr_len(src));
+    s->has_addr = 1;
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->info.transport, sizeof s->info.transport, "tcp");
+    snprintf(s->info.source, sizeof s->info.source, "%s", src_str);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+  }
+  if (!tmk__same_ip(bound, src)) return -1;
+  if (!s->conn && is_hello) memcpy(&s->addr, src, addr_len(src)); /* port may change */
+  return 0;
+}
+
+static void mark_live(tmk__session* s, uint64_t now) {
+  s->last_packet_ms = now;
+  if (s->ended || !s->info.live) {
+    s->ended = 0;
+    pthread_mutex_lock(&s->mu);
+    s->info.live = 1;
+    pthread_mutex_unlock(&s->mu);
+  }
+}
+
+static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_proto_header* h,
+                         const struct sockaddr* src, tmk__conn* c, const char* src_str,
+                         uint64_t now) {
+  tmk_proto_reader rd;
+  tmk_proto_hello hello;
+  int rc = tmk_proto_open(&rd, p, len, r->scratch, TMK_PROTO_MAX_BODY);
+  if (rc == 0) rc = tmk_proto_read_hello(&rd, &hello);
+  if (rc < 0) {
+    r->garbage++;
+    tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: bad HELLO for session %016llx (%s)",
+                     src_str, (unsigned long long)h->session_id, tmk_strerror(rc));
+    send_reject(r, c, src, h->session_id, TMK_REJECT_BAD_HELLO,
+                "telemark-relay: malformed HELLO; update the agent to match the relay");
+    return;
+  }
+  if (hello.proto_version != TMK_PROTO_VERSION) {
+    char text[200];
+    snprintf(text, sizeof text,
+             "telemark-relay %s speaks protocol %d, the agent speaks %u: rebuild the agent and "
+             "relay from the same telemark version",
+             TMK_RELAY_VERSION, TMK_PROTO_VERSION, hello.proto_version);
+    tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: REJECT session %016llx: %s", src_str,
+                     (unsigned long long)h->session_id, text);
+    send_reject(r, c, src, h->session_id, TMK_REJECT_VERSION, text);
+    return;
+  }
+  tmk__session* s = session_for(r, h->session_id, src, c, src_str, now);
+  if (!s) {
+    send_reject(r, c, src, h->session_id, TMK_REJECT_FULL,
+                "telemark-relay is full (--max-sessions); stop other targets or raise the limit");
+    return;
+  }
+  int was_tcp = s->conn != NULL;
+  int first = !s->info.has_hello;
+  if (bind_source(s, src, c, src_str, 1) != 0) {
+    pthread_mutex_lock(&s->mu);
+    s->info.stats.spoofed++;
+    pthread_mutex_unlock(&s->mu);
+    tmk__log_limited(TMK_LOG_WARN, src_str, now,
+                     "%s: HELLO for session %016llx, which belongs to another address; dropped",
+                     src_str, (unsigned long long)h->session_id);
+    return;
+  }
+  mark_live(s, now);
+  tmk__session_apply(s, p, len, r->scratch);
+  if (first || (!was_tcp && s->conn)) {
+    tmk__log(TMK_LOG_INFO,
+             "session %s: WELCOME %.*s (%.*s/%.*s, agent %.*s, %llu Hz) over %s from %s", s->id,
+             (int)hello.program.len, hello.program.ptr, (int)hello.platform.len,
+             hello.platform.ptr, (int)hello.arch.len, hello.arch.ptr,
+             (int)hello.agent_version.len, hello.agent_version.ptr,
+             (unsigned long long)hello.timer_freq, s->conn ? "tcp" : "udp", src_str);
+  }
+  uint8_t out[128];
+  tmk_proto_welcome w;
+  w.proto_version = TMK_PROTO_VERSION;
+  w.relay_version.ptr = TMK_RELAY_VERSION;
+  w.relay_version.len = (uint32_t)strlen(TMK_RELAY_VERSION);
+  int n = tmk_proto_encode_welcome(out, sizeof out, h->session_id, &w);
+  if (n > 0) reply(r, c, src, out, (size_t)n);
+}
+
+static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_proto_header* h,
+                        const struct sockaddr* src, tmk__conn* c, const char* src_str,
+                        uint64_t now) {
+  tmk__session* s = tmk__session_find_sid(r, h->session_id);
+  if (!s) {
+    int rc = validate_data(r, p, len);
+    if (rc < 0) {
+      r->garbage++;
+      tmk__log_limited(TMK_LOG_WARN, src_str, now,
+                       "%s: undecodable DATA for unknown session %016llx (%s); dropped", src_str,
+                       (unsigned long long)h->session_id, tmk_strerror(rc));
+      return;
+    }
+    s = session_for(r, h->session_id, src, c, src_str, now);
+    if (!s) return;
+    if (c && !c->session) {
+      c->session = s;
+      s->conn = c;
+    }
+    tmk__log(TMK_LOG_INFO, "session %s: data over %s from %s before any HELLO (target unknown)",
+             s->id, c ? "tcp" : "udp", src_str);
+  } else if (bind_source(s, src, c, src_str, 0) != 0) {
+    pthread_mutex_lock(&s->mu);
+    s->info.stats.spoofed++;
+    pthread_mutex_unlock(&s->mu);
+    tmk__log_limited(TMK_LOG_WARN, src_str, now,
+                     "%s: DATA for session %016llx, which belongs to another address; dropped",
+                     src_str, (unsigned long long)h->session_id);
+    return;
+  }
+  mark_live(s, now);
+  if (tmk__reorder_push(&s->ro, h->seq, p, len, now, deliver, s) == TMK_ENOMEM)
+    tmk__log_limited(TMK_LOG_ERROR, "oom", now, "out of memory holding packets for reordering");
+  tmk__session_sync_stats(s);
+}
+
+/* One packet from a UDP datagram or a TCP frame. */
+static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const struct sockaddr* src,
+                          tmk__conn* c) {
+  uint64_t now = uv_now(r->loop);
+  char src_str[64];
+  if (c) snprintf(src_str, sizeof src_str, "%s", c->peer_str);
+  else tmk__addr_str(src, src_str, sizeof src_str);
+  tmk_proto_header h;
+  int rc = tmk_proto_parse_header(p, len, &h);
+  if (rc < 0) {
+    /* A HELLO of another protocol version still has the v1 layout up to the session id (§8):
+     * answer it with REJECT so the agent can say what is wrong. */
+    if (len >= 14 && memcmp(p, "TMK", 3) == 0 && p[3] != TMK_PROTO_VERSION &&
+        p[5] == TMK_PKT_HELLO) {
+      uint64_t sid = 0;
+      int be = (p[4] & TMK_PKT_F_BIG_ENDIAN) != 0;
+      for (int i = 0; i < 8; i++)
+        sid |= (uint64_t)p[6 + (be ? i : 7 - i)] << (8 * (7 - i));
+      char text[200];
+      snprintf(text, sizeof text,
+               "telemark-relay %s speaks protocol %d, the agent speaks %u: rebuild the agent "
+               "and relay from the same telemark version",
+               TMK_RELAY_VERSION, TMK_PROTO_VERSION, p[3]);
+      tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: REJECT session %016llx: %s", src_str,
+                       (unsigned long long)sid, text);
+      send_reject(r, c, src, sid, TMK_REJECT_VERSION, text);
+      return;
+    }
+    r->garbage++;
+    tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: dropped %zu-byte packet: %s", src_str, len,
+                     tmk_strerror(rc));
+    return;
+  }
+  switch (h.type) {
+    case TMK_PKT_DATA:
+      handle_data(r, p, len, &h, src, c, src_str, now);
+      break;
+    case TMK_PKT_HELLO:
+      handle_hello(r, p, len, &h, src, c, src_str, now);
+      break;
+    case TMK_PKT_BYE: {
+      tmk__session* s = tmk__session_find_sid(r, h.session_id);
+      if (!s || bind_source(s, src, c, src_str, 0) != 0) {
+        r->garbage++;
+        return;
+      }
+      tmk__reorder_tick(&s->ro, now, 1, deliver, s);
+      tmk__session_sync_stats(s);
+      tmk__session_apply(s, p, len, r->scratch);
+      s->ended = 1;
+      tmk__log(TMK_LOG_INFO, "session %s: BYE (%llu records, %llu lost packets)", s->id,
+               (unsigned long long)s->info.stats.records, (unsigned long long)s->ro.lost);
+      break;
+    }
+    default:
+      r->garbage++;
+      tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: unexpected %s packet from an agent",
+                       src_str, tmk_proto_packet_type_name(h.type));
+      break;
+  }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * UDP
+ * ------------------------------------------------------------------------------------------- */
+static void udp_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
+  (void)suggested;
+  tmk_relay* r = h->data;
+  *buf = uv_buf_init((char*)r->udp_buf, (unsigned)r->udp_buf_size);
+}
+
+static void udp_recv(uv_udp_t* h, ssize_t nread, const uv_buf_t* buf, const struct sockaddr* addr,
+                     unsigned flags) {
+  tmk_relay* r = h->data;
+  if (nread <= 0 || !addr) return; /* 0: nothing more / buffer released (static buffer) */
+  if (flags & UV_UDP_PARTIAL) {
+    r->garbage++;
+    return;
+  }
+  handle_packet(r, (const uint8_t*)buf->base, (size_t)nread, addr, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * TCP
+ * ------------------------------------------------------------------------------------------- */
+static void conn_closed(uv_handle_t* h) {
+  tmk__conn* c = h->data;
+  tmk_relay* r = c->relay;
+  tmk__conn** pp = &r->conns;
+  while (*pp && *pp != c) pp = &(*pp)->next;
+  if (*pp) *pp = c->next;
+  r->nconns--;
+  free(c->buf);
+  free(c);
+}
+
+static void conn_close(tmk__conn* c) {
+  if (c->closing) return;
+  c->closing = 1;
+  tmk__session* s = c->session;
+  if (s && s->conn == c) {
+    s->conn = NULL;
+    tmk__reorder_tick(&s->ro, uv_now(c->relay->loop), 1, deliver, s);
+    tmk__session_sync_stats(s);
+    s->ended = 1;
+    pthread_mutex_lock(&s->mu);
+    s->info.live = 0;
+    pthread_mutex_unlock(&s->mu);
+    tmk__log(TMK_LOG_INFO, "session %s: tcp connection from %s closed", s->id, c->peer_str);
+  }
+  uv_close((uv_handle_t*)&c->tcp, conn_closed);
+}
+
+static void conn_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
+  (void)suggested;
+  tmk__conn* c = h->data;
+  *buf = uv_buf_init((char*)c->buf + c->len, (unsigned)(TMK__CONN_BUF - c->len));
+}
+
+static void conn_read(uv_stream_t* st, ssize_t nread, const uv_buf_t* buf) {
+  (void)buf;
+  tmk__conn* c = st->data;
+  tmk_relay* r = c->relay;
+  if (nread < 0) {
+    conn_close(c);
+    return;
+  }
+  c->len += (size_t)nread;
+  size_t off = 0;
+  while (!c->closing && off < c->len) {
+    uint32_t plen = 0;
+    int n = tmk_proto_frame_parse(c->buf + off, c->len - off, &plen);
+    if (n < 0) {
+      r->garbage++;
+      tmk__log_limited(TMK_LOG_WARN, c->peer_str, uv_now(r->loop),
+                       "%s: bad TCP framing (%s); closing the connection", c->peer_str,
+                       tmk_strerror(n));
+      conn_close(c);
+      return;
+    }
+    if (n == 0 || c->len - off - (size_t)n < plen) break;
+    handle_packet(r, c->buf + off + n, plen, (const struct sockaddr*)&c->peer, c);
+    off += (size_t)n + plen;
+  }
+  if (off) {
+    memmove(c->buf, c->buf + off, c->len - off);
+    c->len -= off;
+  }
+}
+
+static void on_connection(uv_stream_t* server, int status) {
+  tmk_relay* r = server->data;
+  if (status < 0) return;
+  tmk__conn* c = calloc(1, sizeof *c);
+  if (c) c->buf = malloc(TMK__CONN_BUF);
+  if (!c || !c->buf) {
+    free(c);
+    return;
+  }
+  c->relay = r;
+  uv_tcp_init(r->loop, &c->tcp);
+  c->tcp.data = c;
+  c->next = r->conns;
+  r->conns = c;
+  r->nconns++;
+  if (uv_accept(server, (uv_stream_t*)&c->tcp) != 0) {
+    conn_close(c);
+    return;
+  }
+  int alen = sizeof c->peer;
+  uv_tcp_getpeername(&c->tcp, (struct sockaddr*)&c->peer, &alen);
+  tmk__addr_str((const struct sockaddr*)&c->peer, c->peer_str, sizeof c->peer_str);
+  uint32_t same = 0;
+  for (tmk__conn* o = r->conns; o; o = o->next)
+    if (o != c && !o->closing &&
+        tmk__same_ip((const struct sockaddr*)&o->peer, (const struct sockaddr*)&c->peer))
+      same++;
+  if (r->nconns > TMK__MAX_CONNS || same >= per_source_limit(r)) {
+    char ip[64];
+    ip_str((const struct sockaddr*)&c->peer, ip, sizeof ip);
+    tmk__log_limited(TMK_LOG_WARN, ip, uv_now(r->loop),
+                     "%s: too many TCP connections (%u open, %u from this host); refused",
+                     c->peer_str, r->nconns - 1, same);
+    conn_close(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  uv_read_start((uv_stream_t*)&c->tcp, conn_alloc, conn_read);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Start / stop / tick
+ * ------------------------------------------------------------------------------------------- */
+int tmk__ingest_start(tmk_relay* r) {
+  struct sockaddr_storage addr;
+  int rc;
+  if (strchr(r->cfg.listen_host, ':'))
+    rc = uv_ip6_addr(r->cfg.listen_host, r->cfg.listen_port, (struct sockaddr_in6*)&addr);
+  else
+    rc = uv_ip4_addr(r->cfg.listen_host, r->cfg.listen_port, (struct sockaddr_in*)&addr);
+  if (rc) {
+    tmk__log(TMK_LOG_ERROR, "--listen: '%s' is not an IP address", r->cfg.listen_host);
+    return rc;
+  }
+  r->udp_buf_size = (size_t)UDP_BATCH * 64 * 1024;
+  r->udp_buf = malloc(r->udp_buf_size);
+  if (!r->udp_buf) return UV_ENOMEM;
+
+  uv_tcp_init(r->loop, &r->tcp);
+  r->tcp.data = r;
+  r->tcp_open = 1;
+  rc = uv_tcp_bind(&r->tcp, (const struct sockaddr*)&addr, 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t*)&r->tcp, 128, on_connection);
+  if (rc) {
+    tmk__log(TMK_LOG_ERROR, "cannot listen on tcp %s:%d: %s (is another relay running? choose "
+             "another port with --listen)", r->cfg.listen_host, r->cfg.listen_port,
+             uv_strerror(rc));
+    return rc;
+  }
+  struct sockaddr_storage bound;
+  int blen = sizeof bound;
+  uv_tcp_getsockname(&r->tcp, (struct sockaddr*)&bound, &blen);
+  int port = ntohs(bound.ss_family == AF_INET6
+                       ? ((struct sockaddr_in6*)&bound)->sin6_port
+                       : ((struct sockaddr_in*)&bound)->sin_port);
+  /* UDP on the same port number as TCP (the TCP bind chose it when --listen said port 0). */
+  if (bound.ss_family == AF_INET6) ((struct sockaddr_in6*)&addr)->sin6_port = htons((uint16_t)port);
+  else ((struct sockaddr_in*)&addr)->sin_port = htons((uint16_t)port);
+  uv_udp_init_ex(r->loop, &r->udp, (unsigned)addr.ss_family | UV_UDP_RECVMMSG);
+  r->udp.data = r;
+  r->udp_open = 1;
+  rc = uv_udp_bind(&r->udp, (const struct sockaddr*)&addr, 0);
+  if (rc) {
+    tmk__log(TMK_LOG_ERROR, "cannot bind udp %s:%d: %s (is another relay running? choose "
+             "another port with --listen)", r->cfg.listen_host, port, uv_strerror(rc));
+    return rc;
+  }
+  int rcvbuf = 8 * 1024 * 1024;
+  uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
+  rc = uv_udp_recv_start(&r->udp, udp_alloc, udp_recv);
+  if (rc) {
+    tmk__log(TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));
+    return rc;
+  }
+  r->bound_port = port;
+  return 0;
+}
+
+void tmk__ingest_stop(tmk_relay* r) {
+  if (r->udp_open) {
+    uv_udp_recv_stop(&r->udp);
+    uv_close((uv_handle_t*)&r->udp, NULL);
+    r->udp_open = 0;
+  }
+  if (r->tcp_open) {
+    uv_close((uv_handle_t*)&r->tcp, NULL);
+    r->tcp_open = 0;
+  }
+  for (tmk__conn* c = r->conns; c; c = c->next) conn_close(c);
+}
+
+void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms) {
+  int any = 0;
+  for (uint32_t i = 0; i < r->nsessions; i++) {
+    tmk__session* s = r->sessions[i];
+    if (s->replay) continue;
+    if (s->ro.held) {
+      tmk__reorder_tick(&s->ro, now_ms, 0, deliver, s);
+      tmk__session_sync_stats(s);
+    }
+    if (s->delivered) {
+      any = 1;
+      s->delivered = 0;
+    }
+  }
+  if (any && r->data_fn) r->data_fn(r->data_ud);
+}

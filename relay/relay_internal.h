@@ -1,0 +1,186 @@
+/* relay_internal.h — the relay's loop-side structures shared by its files: configuration, the
+ * relay object, sessions, TCP connections and commands. Only the relay sources include this; the web side
+ * uses tmk_relay.h. Fields marked [loop] are touched only on the loop thread, [mu] only under
+ * the session's mutex, [reg] only under the registry mutex. */
+#ifndef TMK_RELAY_INTERNAL_H
+#define TMK_RELAY_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <uv.h>
+
+#include "relay_core.h"
+
+#define TMK_RELAY_VERSION "0.1.0"
+#define TMK__TICK_MS 10           /* reorder ticks, control resends, data listener */
+#define TMK__IDLE_MS 10000        /* a UDP session with no packet for this long is not live */
+#define TMK__MAX_CONNS 256        /* TCP connections overall */
+#define TMK__CONN_BUF (TMK_PROTO_MAX_PACKET + 16)
+#define TMK__CONTROL_REPEATS 5    /* UDP CONTROL sends per change (§6.4) */
+#define TMK__CONTROL_REPEAT_MS 200
+
+typedef struct tmk_relay_config {
+  char listen_host[64];
+  int listen_port;          /* 0 = any free port (logged) */
+  char http_host[64];
+  int http_port;            /* 0 = any free port (logged); -1 = no HTTP server */
+  char data_dir[260];
+  int record_all;
+  uint32_t max_sessions;
+  size_t session_memory;
+  uint32_t reorder_packets;
+  uint32_t reorder_ms;
+  int log_level;
+  uint32_t stats_interval_ms;
+} tmk_relay_config;
+
+/* Fills the defaults documented in --help. */
+void tmk__config_defaults(tmk_relay_config* c);
+
+typedef struct tmk__session tmk__session;
+
+typedef struct tmk__conn {
+  uv_tcp_t tcp;
+  struct tmk_relay* relay;
+  struct sockaddr_storage peer;
+  char peer_str[64];
+  uint8_t* buf;
+  size_t len;
+  tmk__session* session; /* bound by the first HELLO or DATA on this connection */
+  int closing;
+  struct tmk__conn* next;
+} tmk__conn;
+
+struct tmk__session {
+  /* immutable after creation */
+  char id[TMK_RELAY_ID_MAX];
+  uint64_t sid;
+  int replay;
+  struct tmk_relay* relay;
+  atomic_int refs;
+  pthread_mutex_t mu;
+  /* [mu] */
+  tmk__store* store;
+  tmk_relay_session_info info; /* facts; stats fields the store does not own */
+  /* [loop] */
+  tmk__reorder ro;
+  struct sockaddr_storage addr; /* UDP source */
+  int has_addr;
+  tmk__conn* conn;              /* TCP connection, when the agent uses TCP */
+  uint64_t last_packet_ms;
+  int ended;                    /* BYE, connection closed */
+  int rejected;
+  int recording;
+  tmk__rec_writer rec;
+  uint32_t control_seq;
+  uint8_t control_packet[64];
+  size_t control_len;
+  int control_left;
+  uint64_t control_next_ms;
+  uint64_t delivered;           /* packets delivered since the last data-listener call */
+  uint8_t* hello;               /* last HELLO packet (written first into new recordings) */
+  size_t hello_len;
+  tmk__session* hnext;          /* loop-side hash chain by sid */
+};
+
+typedef struct tmk__cmd tmk__cmd;
+
+struct tmk_relay {
+  tmk_relay_config cfg;
+  uv_loop_t* loop;
+  uv_udp_t udp;
+  uv_tcp_t tcp;
+  uv_timer_t tick;
+  uv_async_t cmd_async;
+  uv_signal_t sigint, sigterm;
+  int udp_open, tcp_open, stopping;
+  int bound_port;
+  uint8_t* udp_buf;
+  size_t udp_buf_size;
+  void* scratch;                /* TMK_PROTO_MAX_BODY, loop-only decode scratch */
+  /* registry */
+  pthread_mutex_t reg_mu;
+  tmk__session** sessions;      /* [reg] in creation order */
+  uint32_t nsessions, sessions_cap;
+  tmk__session* by_sid[1024];   /* [loop] hash buckets of live (non-replay) sessions */
+  /* TCP */
+  tmk__conn* conns;             /* [loop] */
+  uint32_t nconns;
+  /* commands */
+  pthread_mutex_t cmd_mu;
+  tmk__cmd* cmd_head;
+  tmk__cmd* cmd_tail;
+  /* data listener */
+  tmk_relay_data_fn data_fn;
+  void* data_ud;
+  /* counters [loop] */
+  _Atomic uint64_t garbage;           /* datagrams/frames that were not telemark packets */
+  _Atomic uint64_t rejected_sessions; /* new sessions refused (max sessions / per source) */
+  uint64_t records_at_last_stats;
+  uint64_t lost_at_last_stats, packets_at_last_stats, garbage_at_last_stats;
+  uint64_t last_stats_ms;
+  uint64_t replay_counter;
+  struct mg_context* http;
+  int http_port_bound;
+  int exit_code;
+};
+
+/* ---- relay_session.c ---------------------------------------------------------------------- */
+tmk__session* tmk__session_new(tmk_relay* r, uint64_t sid, const char* id, int replay);
+void tmk__session_ref(tmk__session* s);
+void tmk__session_unref(tmk__session* s);
+/* [loop] lookup by agent session id among non-replay sessions. */
+tmk__session* tmk__session_find_sid(tmk_relay* r, uint64_t sid);
+/* [loop] registers a session; evicts the oldest ended, non-recording session when full.
+ * Returns 0 or TMK_ENOSPC (full). */
+int tmk__session_register(tmk_relay* r, tmk__session* s);
+/* Registry lookup by string id; returns a referenced session or NULL. Any thread. */
+tmk__session* tmk__session_get(tmk_relay* r, const char* id);
+/* Applies one packet — HELLO facts or DATA records — to a session: the one path shared by live
+ * delivery (after reordering) and replay. Locks s->mu. Records it when recording. */
+void tmk__session_apply(tmk__session* s, const uint8_t* packet, size_t len, void* scratch);
+/* [loop] copies the reorder counters into the session's info (under mu). */
+void tmk__session_sync_stats(tmk__session* s);
+/* [loop] recording control. Return 0 or TMK_E*; err gets a sentence. */
+int tmk__session_record_start(tmk__session* s, char* path_out, size_t cap, char* err, size_t ecap);
+int tmk__session_record_stop(tmk__session* s, char* err, size_t ecap);
+/* [loop] periodic work: flush recordings, idle detection. */
+void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync);
+/* [loop] shutdown: flush reorder buffers, close recordings. */
+void tmk__sessions_shutdown(tmk_relay* r);
+/* Replays a file into a new unregistered session (any thread; no loop state touched). */
+int tmk__session_replay_file(tmk_relay* r, const char* name, tmk__session** out, char* err,
+                             size_t ecap);
+
+/* ---- relay_ingest.c ----------------------------------------------------------------------- */
+/* Binds UDP and TCP on cfg.listen_* and starts reading. Returns 0 or a libuv error (logged). */
+int tmk__ingest_start(tmk_relay* r);
+void tmk__ingest_stop(tmk_relay* r);
+/* Sends a packet to a session's agent: over its TCP connection if it has one, else to its UDP
+ * source address. Returns 0 or TMK_ESTATE / TMK_ESOCKET. */
+int tmk__ingest_send(tmk_relay* r, tmk__session* s, const uint8_t* packet, size_t len);
+/* Called for a session on its TCP connection closing. */
+void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms);
+
+/* ---- relay_control.c ---------------------------------------------------------------------- */
+int tmk__control_init(tmk_relay* r);
+void tmk__control_close(tmk_relay* r);
+/* [loop] resends pending UDP CONTROL packets. */
+void tmk__control_tick(tmk_relay* r, uint64_t now_ms);
+/* [loop] fails every queued command (shutdown). */
+void tmk__control_drain(tmk_relay* r);
+
+/* ---- relay_http.c ------------------------------------------------------------------------- */
+/* Starts civetweb on cfg.http_*; returns 0 or TMK_ESOCKET (message logged). */
+int tmk__http_start(tmk_relay* r);
+void tmk__http_stop(tmk_relay* r);
+
+/* ---- relay_main.c / lifecycle (relay_session.c) ------------------------------------------- */
+tmk_relay* tmk__relay_new(const tmk_relay_config* cfg);
+void tmk__relay_free(tmk_relay* r);
+/* Formats a sockaddr as "ip:port". */
+void tmk__addr_str(const struct sockaddr* sa, char* out, size_t cap);
+/* 1 if both addresses have the same IP (ports ignored). */
+int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b);
+
+#endif /* TMK_RELAY_INTERNAL_H */

@@ -1,0 +1,136 @@
+/* relay_json.c — a small JSON writer for the HTTP API: a growable buffer that inserts commas,
+ * escapes strings (control bytes as \u00XX, invalid UTF-8 passed through as bytes) and prints
+ * numbers exactly. Allocation failure sets `oom` and stops writing. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_core.h"
+
+void tmk__json_init(tmk__json* j) { memset(j, 0, sizeof *j); }
+
+void tmk__json_free(tmk__json* j) {
+  free(j->buf);
+  memset(j, 0, sizeof *j);
+}
+
+void tmk__json_raw(tmk__json* j, const char* s, size_t n) {
+  if (j->oom) return;
+  if (j->len + n + 1 > j->cap) {
+    size_t cap = j->cap ? j->cap : 256;
+    while (cap < j->len + n + 1) cap *= 2;
+    char* nb = realloc(j->buf, cap);
+    if (!nb) {
+      j->oom = 1;
+      return;
+    }
+    j->buf = nb;
+    j->cap = cap;
+  }
+  memcpy(j->buf + j->len, s, n);
+  j->len += n;
+  j->buf[j->len] = 0;
+}
+
+static void sep(tmk__json* j) {
+  if (j->need_comma) tmk__json_raw(j, ",", 1);
+  j->need_comma = 1;
+}
+
+void tmk__json_begin_obj(tmk__json* j) {
+  sep(j);
+  tmk__json_raw(j, "{", 1);
+  j->need_comma = 0;
+}
+void tmk__json_end_obj(tmk__json* j) {
+  tmk__json_raw(j, "}", 1);
+  j->need_comma = 1;
+}
+void tmk__json_begin_arr(tmk__json* j) {
+  sep(j);
+  tmk__json_raw(j, "[", 1);
+  j->need_comma = 0;
+}
+void tmk__json_end_arr(tmk__json* j) {
+  tmk__json_raw(j, "]", 1);
+  j->need_comma = 1;
+}
+
+static void put_escaped(tmk__json* j, const char* s, size_t n) {
+  tmk__json_raw(j, "\"", 1);
+  size_t run = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    const char* esc = NULL;
+    char tmp[8];
+    if (c == '"') esc = "\\\"";
+    else if (c == '\\') esc = "\\\\";
+    else if (c == '\n') esc = "\\n";
+    else if (c == '\r') esc = "\\r";
+    else if (c == '\t') esc = "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      snprintf(tmp, sizeof tmp, "\\u%04x", c);
+      esc = tmp;
+    }
+    if (esc) {
+      tmk__json_raw(j, s + i - run, run);
+      run = 0;
+      tmk__json_raw(j, esc, strlen(esc));
+    } else {
+      run++;
+    }
+  }
+  tmk__json_raw(j, s + n - run, run);
+  tmk__json_raw(j, "\"", 1);
+}
+
+void tmk__json_key(tmk__json* j, const char* key) {
+  sep(j);
+  put_escaped(j, key, strlen(key));
+  tmk__json_raw(j, ":", 1);
+  j->need_comma = 0;
+}
+
+void tmk__json_str(tmk__json* j, const char* s, size_t n) {
+  sep(j);
+  put_escaped(j, s ? s : "", s ? n : 0);
+}
+
+void tmk__json_cstr(tmk__json* j, const char* s) { tmk__json_str(j, s, s ? strlen(s) : 0); }
+
+void tmk__json_u64(tmk__json* j, uint64_t v) {
+  char b[32];
+  int n = snprintf(b, sizeof b, "%" PRIu64, v);
+  sep(j);
+  tmk__json_raw(j, b, (size_t)n);
+}
+
+void tmk__json_i64(tmk__json* j, int64_t v) {
+  char b[32];
+  int n = snprintf(b, sizeof b, "%" PRId64, v);
+  sep(j);
+  tmk__json_raw(j, b, (size_t)n);
+}
+
+void tmk__json_f64(tmk__json* j, double v) {
+  if (!isfinite(v)) {
+    tmk__json_null(j);
+    return;
+  }
+  char b[40];
+  int n = snprintf(b, sizeof b, "%.17g", v);
+  sep(j);
+  tmk__json_raw(j, b, (size_t)n);
+}
+
+void tmk__json_bool(tmk__json* j, int v) {
+  sep(j);
+  if (v) tmk__json_raw(j, "true", 4);
+  else tmk__json_raw(j, "false", 5);
+}
+
+void tmk__json_null(tmk__json* j) {
+  sep(j);
+  tmk__json_raw(j, "null", 4);
+}

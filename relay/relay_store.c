@@ -1,0 +1,776 @@
+/* relay_store.c — the per-session store: decodes DATA packets with protocol/ and keeps zones and
+ * events in per-thread chunk series indexed by time, plus site, thread and team tables, a memory
+ * budget (oldest chunks evicted first, counted) and the live broadcast ring for followers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_core.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Layout
+ * ------------------------------------------------------------------------------------------- */
+#define ZONES_PER_CHUNK 1024
+#define EVENT_CHUNK_BYTES 8192
+#define MAX_THREADS 4096
+#define MAX_SITES 65536
+#define MAX_MARKER_DEPTH 64
+#define LIVE_RING 16384
+#define MIN_BUDGET (1u << 20)
+
+/* A stored zone: 16 bytes. Start is relative to the chunk's base tick (a chunk ends when a zone
+ * does not fit in 32 signed bits), duration has 48 bits of ticks. */
+typedef struct zrec {
+  int32_t start_off;
+  uint32_t dur_lo;
+  uint32_t site;
+  uint16_t dur_hi;
+  uint8_t depth;
+  uint8_t flags;
+} zrec;
+
+/* A stored event: this header, then an 8-byte value for plots, then text; padded to 4 bytes. */
+typedef struct erec {
+  uint8_t type;
+  uint8_t severity;
+  uint8_t is_double;
+  uint8_t pad;
+  uint32_t site;
+  uint32_t verbosity;
+  uint32_t text_len;
+  int32_t t_off;
+} erec;
+
+enum { CK_ZONES = 1, CK_EVENTS = 2 };
+
+typedef struct chunk chunk;
+typedef struct series {
+  chunk* head;
+  chunk* tail;
+} series;
+
+struct chunk {
+  chunk* gnext;  /* global allocation order, for eviction */
+  chunk* snext;  /* next in its series */
+  series* owner;
+  uint64_t base; /* ticks */
+  uint64_t tmin, tmax;
+  uint32_t count, used, cap;
+  uint32_t kind;
+  _Alignas(8) uint8_t data[];
+};
+
+typedef struct marker_open {
+  uint32_t site;
+  uint64_t time;
+} marker_open;
+
+typedef struct thread {
+  uint32_t id;
+  char* name;
+  series zones, events;
+  marker_open markers[MAX_MARKER_DEPTH];
+  uint32_t nmarkers;
+} thread;
+
+typedef struct site {
+  uint32_t id;
+  int known;
+  uint8_t kind, severity;
+  uint32_t verbosity, color, line;
+  char* name;
+  char* file;
+} site;
+
+struct tmk__store {
+  size_t budget, mem;
+  uint64_t freq;
+  chunk* ghead;
+  chunk* gtail;
+  thread* threads;
+  uint32_t nthreads, threads_cap;
+  uint32_t* thread_hash; /* index+1, open addressing */
+  uint32_t thread_hash_cap;
+  uint32_t last_thread;  /* cache */
+  site* sites;
+  uint32_t nsites, sites_cap;
+  uint32_t* site_hash;
+  uint32_t site_hash_cap;
+  uint32_t unresolved;
+  char* teams[TMK_PROTO_MAX_TEAMS];
+  uint64_t drops[8];
+  uint64_t records, zones, malformed, evicted, packets;
+  uint64_t tmin, tmax;
+  int have_time;
+  uint64_t clock_ticks, clock_unix_ns;
+  /* live ring */
+  tmk_relay_live_item* ring;
+  uint64_t ring_w;
+  uint32_t followers;
+};
+
+size_t tmk__store_zone_bytes(void) { return sizeof(zrec); }
+
+tmk__store* tmk__store_new(size_t budget) {
+  tmk__store* st = calloc(1, sizeof *st);
+  if (!st) return NULL;
+  st->budget = budget < MIN_BUDGET ? MIN_BUDGET : budget;
+  st->mem = sizeof *st;
+  return st;
+}
+
+static void free_chunks(tmk__store* st) {
+  chunk* c = st->ghead;
+  while (c) {
+    chunk* n = c->gnext;
+    free(c);
+    c = n;
+  }
+  st->ghead = st->gtail = NULL;
+}
+
+void tmk__store_free(tmk__store* st) {
+  if (!st) return;
+  free_chunks(st);
+  for (uint32_t i = 0; i < st->nthreads; i++) free(st->threads[i].name);
+  for (uint32_t i = 0; i < st->nsites; i++) {
+    free(st->sites[i].name);
+    free(st->sites[i].file);
+  }
+  for (int i = 0; i < TMK_PROTO_MAX_TEAMS; i++) free(st->teams[i]);
+  free(st->threads);
+  free(st->thread_hash);
+  free(st->sites);
+  free(st->site_hash);
+  free(st->ring);
+  free(st);
+}
+
+void tmk__store_set_freq(tmk__store* st, uint64_t freq) { st->freq = freq; }
+
+static uint64_t to_ns(const tmk__store* st, uint64_t ticks) {
+  return st->freq ? tmk_proto_ticks_to_ns(ticks, st->freq) : ticks;
+}
+
+/* ns -> ticks, approximately (only used to prune chunks; exact checks are done in ns). */
+static uint64_t to_ticks_approx(const tmk__store* st, uint64_t ns, int up) {
+  if (!st->freq) return ns;
+  long double t = (long double)ns * (long double)st->freq / 1e9L;
+  if (up) {
+    t = t * (1.0L + 1e-9L) + 2.0L;
+    if (t >= 18446744073709551615.0L) return UINT64_MAX;
+    return (uint64_t)t;
+  }
+  t = t * (1.0L - 1e-9L) - 2.0L;
+  return t <= 0 ? 0 : (uint64_t)t;
+}
+
+static char* dup_str(tmk__store* st, const char* p, size_t n) {
+  char* s = malloc(n + 1);
+  if (!s) return NULL;
+  memcpy(s, p, n);
+  s[n] = 0;
+  st->mem += n + 1;
+  return s;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Hash tables (id -> index + 1), linear probing, power-of-two capacity
+ * ------------------------------------------------------------------------------------------- */
+static uint32_t mix(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+static int hash_grow(tmk__store* st, uint32_t** tab, uint32_t* cap, uint32_t n,
+                     uint32_t (*key_of)(const tmk__store*, uint32_t)) {
+  uint32_t ncap = *cap ? *cap * 2 : 64;
+  uint32_t* nt = calloc(ncap, sizeof *nt);
+  if (!nt) return TMK_ENOMEM;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t h = mix(key_of(st, i)) & (ncap - 1);
+    while (nt[h]) h = (h + 1) & (ncap - 1);
+    nt[h] = i + 1;
+  }
+  st->mem += (size_t)(ncap - *cap) * sizeof *nt;
+  free(*tab);
+  *tab = nt;
+  *cap = ncap;
+  return 0;
+}
+
+static uint32_t thread_key(const tmk__store* st, uint32_t i) { return st->threads[i].id; }
+static uint32_t site_key(const tmk__store* st, uint32_t i) { return st->sites[i].id; }
+
+static thread* find_thread(const tmk__store* st, uint32_t id) {
+  if (!st->thread_hash_cap) return NULL;
+  uint32_t h = mix(id) & (st->thread_hash_cap - 1);
+  while (st->thread_hash[h]) {
+    thread* t = &st->threads[st->thread_hash[h] - 1];
+    if (t->id == id) return t;
+    h = (h + 1) & (st->thread_hash_cap - 1);
+  }
+  return NULL;
+}
+
+static thread* get_thread(tmk__store* st, uint32_t id) {
+  if (st->last_thread < st->nthreads && st->threads[st->last_thread].id == id)
+    return &st->threads[st->last_thread];
+  thread* t = find_thread(st, id);
+  if (t) {
+    st->last_thread = (uint32_t)(t - st->threads);
+    return t;
+  }
+  if (st->nthreads >= MAX_THREADS) return NULL;
+  if (st->nthreads == st->threads_cap) {
+    uint32_t ncap = st->threads_cap ? st->threads_cap * 2 : 8;
+    thread* nt = realloc(st->threads, ncap * sizeof *nt);
+    if (!nt) return NULL;
+    st->mem += (size_t)(ncap - st->threads_cap) * sizeof *nt;
+    st->threads = nt;
+    st->threads_cap = ncap;
+  }
+  if ((st->nthreads + 1) * 2 > st->thread_hash_cap &&
+      hash_grow(st, &st->thread_hash, &st->thread_hash_cap, st->nthreads, thread_key))
+    return NULL;
+  t = &st->threads[st->nthreads];
+  memset(t, 0, sizeof *t);
+  t->id = id;
+  uint32_t h = mix(id) & (st->thread_hash_cap - 1);
+  while (st->thread_hash[h]) h = (h + 1) & (st->thread_hash_cap - 1);
+  st->thread_hash[h] = ++st->nthreads;
+  st->last_thread = st->nthreads - 1;
+  return t;
+}
+
+static site* find_site(const tmk__store* st, uint32_t id) {
+  if (!st->site_hash_cap) return NULL;
+  uint32_t h = mix(id) & (st->site_hash_cap - 1);
+  while (st->site_hash[h]) {
+    site* s = &st->sites[st->site_hash[h] - 1];
+    if (s->id == id) return s;
+    h = (h + 1) & (st->site_hash_cap - 1);
+  }
+  return NULL;
+}
+
+/* Returns the site entry, creating an unresolved one; NULL when the table is full. */
+static site* get_site(tmk__store* st, uint32_t id) {
+  site* s = find_site(st, id);
+  if (s) return s;
+  if (st->nsites >= MAX_SITES) return NULL;
+  if (st->nsites == st->sites_cap) {
+    uint32_t ncap = st->sites_cap ? st->sites_cap * 2 : 64;
+    site* ns = realloc(st->sites, ncap * sizeof *ns);
+    if (!ns) return NULL;
+    st->mem += (size_t)(ncap - st->sites_cap) * sizeof *ns;
+    st->sites = ns;
+    st->sites_cap = ncap;
+  }
+  if ((st->nsites + 1) * 2 > st->site_hash_cap &&
+      hash_grow(st, &st->site_hash, &st->site_hash_cap, st->nsites, site_key))
+    return NULL;
+  s = &st->sites[st->nsites];
+  memset(s, 0, sizeof *s);
+  s->id = id;
+  uint32_t h = mix(id) & (st->site_hash_cap - 1);
+  while (st->site_hash[h]) h = (h + 1) & (st->site_hash_cap - 1);
+  st->site_hash[h] = ++st->nsites;
+  st->unresolved++;
+  return s;
+}
+
+static void reference_site(tmk__store* st, uint32_t id) {
+  if (id) (void)get_site(st, id);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Chunks and the memory budget
+ * ------------------------------------------------------------------------------------------- */
+static size_t chunk_size(const chunk* c) { return sizeof *c + c->cap; }
+
+/* Evicts the oldest chunk of the session. Returns 0 when there is nothing left to evict. */
+static int evict_one(tmk__store* st) {
+  chunk* c = st->ghead;
+  if (!c) return 0;
+  st->ghead = c->gnext;
+  if (!st->ghead) st->gtail = NULL;
+  series* s = c->owner;
+  /* Chunks of one series are allocated in order, so the globally oldest is its series' head. */
+  if (s->head == c) {
+    s->head = c->snext;
+    if (!s->head) s->tail = NULL;
+  }
+  st->evicted += c->count;
+  st->mem -= chunk_size(c);
+  free(c);
+  return 1;
+}
+
+static chunk* new_chunk(tmk__store* st, series* s, uint32_t kind, uint32_t cap, uint64_t base) {
+  size_t need = sizeof(chunk) + cap;
+  while (st->mem + need > st->budget && evict_one(st)) {
+  }
+  chunk* c = malloc(need);
+  if (!c) return NULL;
+  memset(c, 0, sizeof *c);
+  c->owner = s;
+  c->kind = kind;
+  c->cap = cap;
+  c->base = base;
+  c->tmin = UINT64_MAX;
+  c->tmax = 0;
+  if (s->tail) s->tail->snext = c;
+  else s->head = c;
+  s->tail = c;
+  if (st->gtail) st->gtail->gnext = c;
+  else st->ghead = c;
+  st->gtail = c;
+  st->mem += need;
+  return c;
+}
+
+static int fits_off(uint64_t t, uint64_t base) {
+  int64_t d = (int64_t)(t - base);
+  return d >= INT32_MIN && d <= INT32_MAX;
+}
+
+static void note_time(tmk__store* st, uint64_t t0, uint64_t t1) {
+  if (!st->have_time) {
+    st->tmin = t0;
+    st->tmax = t1;
+    st->have_time = 1;
+    return;
+  }
+  if (t0 < st->tmin) st->tmin = t0;
+  if (t1 > st->tmax) st->tmax = t1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Live ring
+ * ------------------------------------------------------------------------------------------- */
+static tmk_relay_live_item* live_slot(tmk__store* st) {
+  tmk_relay_live_item* it = &st->ring[st->ring_w % LIVE_RING];
+  st->ring_w++;
+  return it;
+}
+
+static void live_zone(tmk__store* st, uint32_t tid, uint64_t start, uint64_t dur, uint32_t site_id,
+                      uint32_t depth, uint32_t flags) {
+  tmk_relay_live_item* it = live_slot(st);
+  memset(it, 0, sizeof *it);
+  it->is_zone = 1;
+  it->zone.start_ns = to_ns(st, start);
+  it->zone.dur_ns = to_ns(st, start + dur) - it->zone.start_ns;
+  it->zone.thread = tid;
+  it->zone.site = site_id;
+  it->zone.depth = depth;
+  it->zone.flags = flags;
+}
+
+static void live_event(tmk__store* st, const tmk_relay_event* e) {
+  tmk_relay_live_item* it = live_slot(st);
+  memset(it, 0, sizeof *it);
+  it->event = *e;
+  size_t n = e->text_len < sizeof it->text - 1 ? e->text_len : sizeof it->text - 1;
+  if (n) memcpy(it->text, e->text, n);
+  it->text[n] = 0;
+  it->event.text = NULL; /* readers point it at their copy's text */
+  it->event.text_len = (uint32_t)n;
+}
+
+int tmk__store_live_attach(tmk__store* st, uint64_t* cursor) {
+  if (!st->ring) {
+    st->ring = malloc(LIVE_RING * sizeof *st->ring);
+    if (!st->ring) return TMK_ENOMEM;
+    st->mem += LIVE_RING * sizeof *st->ring;
+  }
+  st->followers++;
+  *cursor = st->ring_w;
+  return 0;
+}
+
+void tmk__store_live_detach(tmk__store* st) {
+  if (st->followers && --st->followers == 0) {
+    free(st->ring);
+    st->ring = NULL;
+    st->mem -= LIVE_RING * sizeof *st->ring;
+  }
+}
+
+int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* out, size_t cap,
+                         uint64_t* skipped) {
+  *skipped = 0;
+  if (!st->ring) return 0;
+  uint64_t c = *cursor;
+  if (c > st->ring_w) c = st->ring_w;
+  if (st->ring_w - c > LIVE_RING) {
+    *skipped = st->ring_w - LIVE_RING - c;
+    c = st->ring_w - LIVE_RING;
+  }
+  size_t n = 0;
+  while (c < st->ring_w && n < cap) {
+    out[n] = st->ring[c % LIVE_RING];
+    if (!out[n].is_zone) out[n].event.text = out[n].text;
+    n++;
+    c++;
+  }
+  *cursor = c;
+  return (int)n;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Appending
+ * ------------------------------------------------------------------------------------------- */
+static int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur, uint32_t site_id,
+                    uint32_t depth, uint32_t flags) {
+  chunk* c = t->zones.tail;
+  if (!c || c->count == ZONES_PER_CHUNK || !fits_off(start, c->base)) {
+    c = new_chunk(st, &t->zones, CK_ZONES, ZONES_PER_CHUNK * sizeof(zrec), start);
+    if (!c) return TMK_ENOMEM;
+  }
+  if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
+  zrec* z = (zrec*)(void*)c->data + c->count++;
+  z->start_off = (int32_t)(int64_t)(start - c->base);
+  z->dur_lo = (uint32_t)dur;
+  z->dur_hi = (uint16_t)(dur >> 32);
+  z->site = site_id;
+  z->depth = (uint8_t)(depth > 255 ? 255 : depth);
+  z->flags = (uint8_t)flags;
+  if (start < c->tmin) c->tmin = start;
+  if (start + dur > c->tmax) c->tmax = start + dur;
+  note_time(st, start, start + dur);
+  st->zones++;
+  if (st->ring) live_zone(st, t->id, start, dur, site_id, depth, flags);
+  return 0;
+}
+
+static int add_event(tmk__store* st, thread* t, const tmk_relay_event* e, uint64_t ticks) {
+  size_t need = sizeof(erec) + (e->type == TMK_RELAY_EV_PLOT ? 8 : 0) + e->text_len;
+  need = (need + 3) & ~(size_t)3;
+  chunk* c = t->events.tail;
+  if (!c || c->used + need > c->cap || !fits_off(ticks, c->base)) {
+    c = new_chunk(st, &t->events, CK_EVENTS, EVENT_CHUNK_BYTES, ticks);
+    if (!c) return TMK_ENOMEM;
+  }
+  uint8_t* p = c->data + c->used;
+  erec h;
+  memset(&h, 0, sizeof h);
+  h.type = e->type;
+  h.severity = e->severity;
+  h.is_double = e->is_double;
+  h.site = e->site;
+  h.verbosity = e->verbosity;
+  h.text_len = e->text_len;
+  h.t_off = (int32_t)(int64_t)(ticks - c->base);
+  memcpy(p, &h, sizeof h);
+  size_t off = sizeof h;
+  if (e->type == TMK_RELAY_EV_PLOT) {
+    if (e->is_double) memcpy(p + off, &e->d, 8);
+    else memcpy(p + off, &e->i, 8);
+    off += 8;
+  }
+  if (e->text_len) memcpy(p + off, e->text, e->text_len);
+  c->used += (uint32_t)need;
+  c->count++;
+  if (ticks < c->tmin) c->tmin = ticks;
+  if (ticks > c->tmax) c->tmax = ticks;
+  note_time(st, ticks, ticks);
+  if (st->ring) {
+    tmk_relay_event le = *e;
+    le.time_ns = to_ns(st, ticks);
+    live_event(st, &le);
+  }
+  return 0;
+}
+
+static void set_string(tmk__store* st, char** dst, const tmk_proto_str* s) {
+  if (*dst) {
+    st->mem -= strlen(*dst) + 1;
+    free(*dst);
+  }
+  *dst = dup_str(st, s->ptr, s->len);
+}
+
+static int store_record(tmk__store* st, const tmk_proto_record* rec) {
+  thread* t;
+  tmk_relay_event e;
+  memset(&e, 0, sizeof e);
+  switch (rec->type) {
+    case TMK_REC_SITE: {
+      site* s = get_site(st, rec->u.site.id);
+      if (!s) return TMK_ERANGE;
+      if (!s->known) {
+        s->known = 1;
+        st->unresolved--;
+      }
+      s->kind = rec->u.site.kind;
+      s->severity = rec->u.site.severity;
+      s->verbosity = rec->u.site.verbosity;
+      s->color = rec->u.site.color;
+      s->line = rec->u.site.line;
+      if (!s->name || strlen(s->name) != rec->u.site.name.len ||
+          memcmp(s->name, rec->u.site.name.ptr, rec->u.site.name.len) != 0)
+        set_string(st, &s->name, &rec->u.site.name);
+      if (!s->file || strlen(s->file) != rec->u.site.file.len ||
+          memcmp(s->file, rec->u.site.file.ptr, rec->u.site.file.len) != 0)
+        set_string(st, &s->file, &rec->u.site.file);
+      return 0;
+    }
+    case TMK_REC_ZONE:
+      t = get_thread(st, rec->thread);
+      if (!t) return TMK_ERANGE;
+      reference_site(st, rec->u.zone.site);
+      return add_zone(st, t, rec->u.zone.start, rec->u.zone.duration, rec->u.zone.site,
+                      rec->u.zone.depth, 0);
+    case TMK_REC_MARKER_BEGIN:
+    case TMK_REC_MARKER_END: {
+      t = get_thread(st, rec->thread);
+      if (!t) return TMK_ERANGE;
+      reference_site(st, rec->u.marker.site);
+      int is_end = rec->type == TMK_REC_MARKER_END;
+      e.type = is_end ? TMK_RELAY_EV_MARKER_END : TMK_RELAY_EV_MARKER_BEGIN;
+      e.thread = t->id;
+      e.site = rec->u.marker.site;
+      e.text = rec->u.marker.payload.ptr;
+      e.text_len = rec->u.marker.payload.len;
+      int rc = add_event(st, t, &e, rec->u.marker.time);
+      if (rc) return rc;
+      if (!is_end) {
+        if (t->nmarkers < MAX_MARKER_DEPTH) {
+          t->markers[t->nmarkers].site = rec->u.marker.site;
+          t->markers[t->nmarkers].time = rec->u.marker.time;
+          t->nmarkers++;
+        }
+        return 0;
+      }
+      /* Pair with the innermost open BEGIN of the same site (§5.4). */
+      for (uint32_t k = t->nmarkers; k-- > 0;) {
+        if (t->markers[k].site != rec->u.marker.site) continue;
+        uint64_t start = t->markers[k].time;
+        memmove(&t->markers[k], &t->markers[k + 1], (t->nmarkers - k - 1) * sizeof t->markers[0]);
+        t->nmarkers--;
+        return add_zone(st, t, start, rec->u.marker.time - start, rec->u.marker.site, k,
+                        TMK_RELAY_ZONE_MARKER);
+      }
+      return 0; /* END without BEGIN (e.g. lost packet): kept as an event only */
+    }
+    case TMK_REC_FRAME:
+      t = get_thread(st, rec->thread);
+      if (!t) return TMK_ERANGE;
+      reference_site(st, rec->u.frame.site);
+      e.type = TMK_RELAY_EV_FRAME;
+      e.thread = t->id;
+      e.site = rec->u.frame.site;
+      return add_event(st, t, &e, rec->u.frame.time);
+    case TMK_REC_PLOT:
+      t = get_thread(st, rec->thread);
+      if (!t) return TMK_ERANGE;
+      reference_site(st, rec->u.plot.site);
+      e.type = TMK_RELAY_EV_PLOT;
+      e.thread = t->id;
+      e.site = rec->u.plot.site;
+      e.is_double = rec->u.plot.is_double;
+      e.i = rec->u.plot.i;
+      e.d = rec->u.plot.d;
+      return add_event(st, t, &e, rec->u.plot.time);
+    case TMK_REC_MESSAGE:
+      t = get_thread(st, rec->thread);
+      if (!t) return TMK_ERANGE;
+      reference_site(st, rec->u.message.site);
+      e.type = TMK_RELAY_EV_MESSAGE;
+      e.thread = t->id;
+      e.site = rec->u.message.site;
+      e.severity = rec->u.message.severity;
+      e.verbosity = rec->u.message.verbosity;
+      e.text = rec->u.message.text.ptr;
+      e.text_len = rec->u.message.text.len;
+      return add_event(st, t, &e, rec->u.message.time);
+    case TMK_REC_THREAD_NAME: {
+      t = get_thread(st, rec->thread);
+      if (!t) return TMK_ERANGE;
+      const tmk_proto_str* n = &rec->u.thread_name.name;
+      if (!t->name || strlen(t->name) != n->len || memcmp(t->name, n->ptr, n->len) != 0)
+        set_string(st, &t->name, n);
+      return 0;
+    }
+    case TMK_REC_DROPS:
+      if (rec->u.drops.reason < 8 && rec->u.drops.count > st->drops[rec->u.drops.reason])
+        st->drops[rec->u.drops.reason] = rec->u.drops.count; /* cumulative (§5.9) */
+      return 0;
+    case TMK_REC_CLOCK_SYNC:
+      st->clock_ticks = rec->u.clock.ticks;
+      st->clock_unix_ns = rec->u.clock.unix_ns;
+      return 0;
+    case TMK_REC_TEAM_NAME:
+      if (rec->u.team.bit >= TMK_PROTO_MAX_TEAMS) return TMK_ERANGE;
+      if (!st->teams[rec->u.team.bit] ||
+          strlen(st->teams[rec->u.team.bit]) != rec->u.team.name.len ||
+          memcmp(st->teams[rec->u.team.bit], rec->u.team.name.ptr, rec->u.team.name.len) != 0)
+        set_string(st, &st->teams[rec->u.team.bit], &rec->u.team.name);
+      return 0;
+    default:
+      return TMK_ERECORD;
+  }
+}
+
+int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* scratch) {
+  tmk_proto_reader rd;
+  int rc = tmk_proto_open(&rd, packet, len, scratch, TMK_PROTO_MAX_BODY);
+  if (rc < 0) {
+    st->malformed++;
+    return rc;
+  }
+  if (rd.hdr.type != TMK_PKT_DATA) {
+    st->malformed++;
+    return TMK_ETYPE;
+  }
+  st->packets++;
+  tmk_proto_record rec;
+  int n = 0;
+  for (;;) {
+    rc = tmk_proto_next(&rd, &rec);
+    if (rc == 0) break;
+    if (rc < 0) {
+      st->malformed++;
+      return rc;
+    }
+    int src = store_record(st, &rec);
+    if (src == TMK_ENOMEM) return src;
+    if (src < 0) {
+      st->malformed++; /* the record is refused; the rest of the packet is still good */
+      continue;
+    }
+    st->records++;
+    n++;
+  }
+  return n;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Queries
+ * ------------------------------------------------------------------------------------------- */
+void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info) {
+  info->stats.records = st->records;
+  info->stats.zones = st->zones;
+  info->stats.malformed += st->malformed;
+  uint64_t dropped = 0;
+  for (int i = 0; i < 8; i++)
+    if (i != TMK_DROP_SEND_FAILED) dropped += st->drops[i]; /* reason 3 counts packets */
+  info->stats.dropped_by_agent = dropped;
+  for (int i = 0; i < 5; i++) info->dropped_by_reason[i] = st->drops[i];
+  info->stats.evicted = st->evicted;
+  info->stats.mem_bytes = st->mem;
+  info->stats.unresolved_sites = st->unresolved;
+  info->first_ns = st->have_time ? to_ns(st, st->tmin) : 0;
+  info->last_ns = st->have_time ? to_ns(st, st->tmax) : 0;
+  info->threads = st->nthreads;
+  info->sites = st->nsites;
+}
+
+static size_t limit_of(const tmk_relay_query* q) { return q->limit ? q->limit : 100000; }
+
+int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_zone_fn fn,
+                     void* ud) {
+  uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;
+  uint64_t k0 = to_ticks_approx(st, q->t0_ns, 0), k1 = to_ticks_approx(st, t1, 1);
+  size_t limit = limit_of(q), n = 0;
+  for (uint32_t ti = 0; ti < st->nthreads; ti++) {
+    const thread* t = &st->threads[ti];
+    if (q->thread >= 0 && (uint64_t)q->thread != t->id) continue;
+    for (const chunk* c = t->zones.head; c; c = c->snext) {
+      if (c->tmax < k0 || c->tmin > k1) continue;
+      const zrec* z = (const zrec*)(const void*)c->data;
+      for (uint32_t i = 0; i < c->count; i++) {
+        uint64_t start = c->base + (uint64_t)(int64_t)z[i].start_off;
+        uint64_t dur = (uint64_t)z[i].dur_lo | ((uint64_t)z[i].dur_hi << 32);
+        uint64_t s_ns = to_ns(st, start), e_ns = to_ns(st, start + dur);
+        if (e_ns < q->t0_ns || s_ns > t1) continue;
+        if (e_ns - s_ns < q->min_dur_ns) continue;
+        tmk_relay_zone out = {s_ns, e_ns - s_ns, t->id, z[i].site, z[i].depth, z[i].flags};
+        n++;
+        if (fn(ud, &out) || n >= limit) return (int)n;
+      }
+    }
+  }
+  return (int)n;
+}
+
+int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
+                      tmk_relay_event_fn fn, void* ud) {
+  uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;
+  uint64_t k0 = to_ticks_approx(st, q->t0_ns, 0), k1 = to_ticks_approx(st, t1, 1);
+  size_t limit = limit_of(q), n = 0;
+  for (uint32_t ti = 0; ti < st->nthreads; ti++) {
+    const thread* t = &st->threads[ti];
+    if (q->thread >= 0 && (uint64_t)q->thread != t->id) continue;
+    for (const chunk* c = t->events.head; c; c = c->snext) {
+      if (c->tmax < k0 || c->tmin > k1) continue;
+      uint32_t off = 0;
+      for (uint32_t i = 0; i < c->count; i++) {
+        erec h;
+        memcpy(&h, c->data + off, sizeof h);
+        size_t size = sizeof h + (h.type == TMK_RELAY_EV_PLOT ? 8 : 0) + h.text_len;
+        const uint8_t* p = c->data + off + sizeof h;
+        off += (uint32_t)((size + 3) & ~(size_t)3);
+        if (type_mask && !(type_mask & (1u << h.type))) continue;
+        uint64_t ns = to_ns(st, c->base + (uint64_t)(int64_t)h.t_off);
+        if (ns < q->t0_ns || ns > t1) continue;
+        tmk_relay_event e;
+        memset(&e, 0, sizeof e);
+        e.type = h.type;
+        e.severity = h.severity;
+        e.is_double = h.is_double;
+        e.thread = t->id;
+        e.site = h.site;
+        e.verbosity = h.verbosity;
+        e.time_ns = ns;
+        if (h.type == TMK_RELAY_EV_PLOT) {
+          if (h.is_double) memcpy(&e.d, p, 8);
+          else memcpy(&e.i, p, 8);
+          p += 8;
+        }
+        e.text = (const char*)p;
+        e.text_len = h.text_len;
+        n++;
+        if (fn(ud, &e) || n >= limit) return (int)n;
+      }
+    }
+  }
+  return (int)n;
+}
+
+int tmk__store_sites(const tmk__store* st, tmk_relay_site_fn fn, void* ud) {
+  int n = 0;
+  for (uint32_t i = 0; i < st->nsites; i++) {
+    const site* s = &st->sites[i];
+    tmk_relay_site o = {s->id,       s->known,          s->kind,           s->severity,
+                        s->verbosity, s->color,          s->line,           s->name ? s->name : "",
+                        s->file ? s->file : ""};
+    n++;
+    if (fn(ud, &o)) break;
+  }
+  return n;
+}
+
+int tmk__store_threads(const tmk__store* st, tmk_relay_thread_fn fn, void* ud) {
+  int n = 0;
+  for (uint32_t i = 0; i < st->nthreads; i++) {
+    n++;
+    if (fn(ud, st->threads[i].id, st->threads[i].name ? st->threads[i].name : "")) break;
+  }
+  return n;
+}
+
+int tmk__store_teams(const tmk__store* st, tmk_relay_thread_fn fn, void* ud) {
+  int n = 0;
+  for (uint32_t i = 0; i < TMK_PROTO_MAX_TEAMS; i++) {
+    if (!st->teams[i]) continue;
+    n++;
+    if (fn(ud, i, st->teams[i])) break;
+  }
+  return n;
+}

@@ -1,0 +1,231 @@
+/* tmk_relay.h — the relay's internal API as seen by its web side (HTTP API, WebSocket stream,
+ * dashboard): list sessions, query a session's stored data, follow live data, post commands.
+ * Every function here is thread-safe and may be called from any civetweb worker thread. */
+#ifndef TMK_RELAY_H
+#define TMK_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tmk_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* =============================================================================================
+ * The threading boundary
+ *
+ * The relay runs ONE libuv loop thread (ingest, reorder, decode, store, recording, control
+ * sockets). The HTTP / WebSocket threads never touch loop state. They use only the functions in
+ * this header, which work in one of two ways:
+ *
+ *  1. Reads (tmk_relay_sessions, tmk_relay_session, tmk_relay_query_*, tmk_relay_live_read)
+ *     take the session registry lock and then the one session's lock, copy what was asked and
+ *     release. Callbacks given to the query functions run while that session's lock is held:
+ *     they must only copy (no I/O, no other tmk_relay_* call). Every query has a `limit`, so a
+ *     lock is held for a bounded time; the loop never waits on anything else.
+ *
+ *  2. Commands (record start/stop, control, open recording, close) are queued under a mutex and
+ *     the loop is woken with uv_async_send(); the loop executes them and posts the reply back
+ *     through a condition variable. The calling thread waits (with a timeout) for the reply, the
+ *     loop never waits for the caller.
+ *
+ * Sessions are named by a string id: 16 lowercase hex digits of the agent's session id for live
+ * sessions, the file name without extension for opened recordings and agent files.
+ * Times are nanoseconds of the agent's timer (ticks converted with the HELLO's frequency;
+ * 1 tick = 1 ns until a HELLO says otherwise).
+ * ============================================================================================= */
+
+typedef struct tmk_relay tmk_relay;
+
+#define TMK_RELAY_ID_MAX 96
+
+/* Per-session counters (docs/API.md lists them under "stats"). */
+typedef struct tmk_relay_stats {
+  uint64_t packets;          /* DATA packets delivered to the decoder */
+  uint64_t records;          /* records decoded and accepted */
+  uint64_t bytes;            /* bytes of DATA packets received */
+  uint64_t zones;            /* zones stored (including paired markers) */
+  uint64_t lost;             /* packets declared lost by the reorder window */
+  uint64_t duplicated;       /* packets received more than once (dropped) */
+  uint64_t reordered;        /* packets that arrived ahead of a missing one */
+  uint64_t late;             /* packets that arrived after being declared lost (kept) */
+  uint64_t malformed;        /* packets (or records) that failed to decode */
+  uint64_t dropped_by_agent; /* records the agent reported dropped (sum over reasons) */
+  uint64_t spoofed;          /* packets naming this session from a foreign address (dropped) */
+  uint64_t evicted;          /* stored records evicted by the memory budget */
+  uint64_t mem_bytes;        /* bytes the session's store currently holds */
+  uint64_t unresolved_sites; /* site ids referenced but not described (yet) */
+} tmk_relay_stats;
+
+typedef struct tmk_relay_session_info {
+  char id[TMK_RELAY_ID_MAX];
+  uint64_t session_id;
+  int live;       /* 1 while the target is connected/sending; 0 after BYE, close, idle, or replay */
+  int recorded;   /* 1 for sessions opened from a file */
+  int recording;  /* 1 while being written to disk */
+  int has_hello;  /* 0 until a HELLO arrived: the target facts below are unknown */
+  char transport[8]; /* "udp", "tcp", "file" */
+  char source[64];   /* "ip:port" of the target, or the file name */
+  char program[128];
+  char platform[32];
+  char arch[32];
+  char agent_version[32];
+  char recording_path[512];
+  int big_endian;
+  int pointer_size;
+  uint64_t timer_freq; /* ticks per second, 0 = unknown */
+  uint32_t caps;       /* TMK_CAP_* */
+  uint64_t first_ns, last_ns; /* time range of stored data (0,0 when empty) */
+  uint64_t created_unix_ns;   /* when the relay saw it first */
+  uint32_t threads, sites;
+  int control_level;     /* last level sent with CONTROL, -1 if none */
+  uint32_t control_mask; /* last mask sent */
+  uint64_t dropped_by_reason[5]; /* TMK_DROP_*, cumulative as reported by the agent */
+  tmk_relay_stats stats;
+} tmk_relay_session_info;
+
+/* Fills up to `cap` infos (sorted by creation time) and returns how many sessions exist. */
+int tmk_relay_sessions(tmk_relay* r, tmk_relay_session_info* out, size_t cap);
+/* Fills one session's info. Returns 0 or TMK_ENOTFOUND. */
+int tmk_relay_session(tmk_relay* r, const char* id, tmk_relay_session_info* out);
+
+/* ---- Stored data queries ------------------------------------------------------------------ */
+
+typedef struct tmk_relay_query {
+  uint64_t t0_ns, t1_ns; /* [t0, t1]; t1 = 0 means "to the end" */
+  int64_t thread;        /* -1 = all threads */
+  uint64_t min_dur_ns;   /* zones shorter than this are skipped (level of detail) */
+  size_t limit;          /* stop after this many items; 0 = 100000 */
+} tmk_relay_query;
+
+enum { TMK_RELAY_ZONE_MARKER = 1 }; /* the zone is a paired MARKER_BEGIN/END */
+
+typedef struct tmk_relay_zone {
+  uint64_t start_ns, dur_ns;
+  uint32_t thread, site, depth, flags;
+} tmk_relay_zone;
+
+enum {
+  TMK_RELAY_EV_FRAME = 1,
+  TMK_RELAY_EV_PLOT = 2,
+  TMK_RELAY_EV_MESSAGE = 3,
+  TMK_RELAY_EV_MARKER_BEGIN = 4,
+  TMK_RELAY_EV_MARKER_END = 5
+};
+
+typedef struct tmk_relay_event {
+  uint8_t type; /* TMK_RELAY_EV_* */
+  uint8_t severity;  /* messages */
+  uint8_t is_double; /* plots */
+  uint32_t thread, site;
+  uint32_t verbosity; /* messages */
+  uint64_t time_ns;
+  int64_t i;
+  double d;
+  const char* text; /* messages and marker payloads; valid during the callback only */
+  uint32_t text_len;
+} tmk_relay_event;
+
+typedef struct tmk_relay_site {
+  uint32_t id;
+  int known; /* 0: referenced by records but no descriptor seen yet */
+  uint8_t kind, severity;
+  uint32_t verbosity, color, line;
+  const char* name; /* "" when unknown; valid during the callback only */
+  const char* file;
+} tmk_relay_site;
+
+/* Each callback returns 0 to continue, non-zero to stop. */
+typedef int (*tmk_relay_zone_fn)(void* ud, const tmk_relay_zone* z);
+typedef int (*tmk_relay_event_fn)(void* ud, const tmk_relay_event* e);
+typedef int (*tmk_relay_site_fn)(void* ud, const tmk_relay_site* s);
+typedef int (*tmk_relay_thread_fn)(void* ud, uint32_t thread, const char* name);
+
+/* Zones overlapping [t0, t1] on one or all threads. Within one thread zones come in storage
+ * order (roughly by time; parents after their children). Returns the number passed to `fn`,
+ * or TMK_ENOTFOUND. */
+int tmk_relay_query_zones(tmk_relay* r, const char* id, const tmk_relay_query* q,
+                          tmk_relay_zone_fn fn, void* ud);
+/* Events of the given types (bit (1 << TMK_RELAY_EV_*), 0 = all) in [t0, t1]. */
+int tmk_relay_query_events(tmk_relay* r, const char* id, const tmk_relay_query* q,
+                           unsigned type_mask, tmk_relay_event_fn fn, void* ud);
+/* Call-site descriptors, thread names, team (verbosity bit) names. */
+int tmk_relay_query_sites(tmk_relay* r, const char* id, tmk_relay_site_fn fn, void* ud);
+int tmk_relay_query_threads(tmk_relay* r, const char* id, tmk_relay_thread_fn fn, void* ud);
+int tmk_relay_query_teams(tmk_relay* r, const char* id, tmk_relay_thread_fn fn, void* ud);
+
+/* ---- Live data ------------------------------------------------------------------------------
+ * Each session keeps a broadcast ring of the most recent items (zones and events, in the order
+ * they were decoded) while at least one follower is attached. A follower keeps a cursor; a
+ * follower that falls behind by more than the ring holds is told how many items it skipped
+ * (coalescing: a slow reader never slows ingest or other readers). */
+
+typedef struct tmk_relay_live_item {
+  uint8_t is_zone;
+  tmk_relay_zone zone;   /* when is_zone */
+  tmk_relay_event event; /* otherwise; event.text points into `text` */
+  char text[48];         /* first bytes of a message/payload (full text: tmk_relay_query_events) */
+} tmk_relay_live_item;
+
+/* Attaches a follower; *cursor is set to "now" (only items decoded from now on are read).
+ * Returns 0 or TMK_ENOTFOUND. Pair with tmk_relay_live_detach. */
+int tmk_relay_live_attach(tmk_relay* r, const char* id, uint64_t* cursor);
+void tmk_relay_live_detach(tmk_relay* r, const char* id);
+/* Copies up to `cap` items after *cursor and advances it. *skipped gets how many items were
+ * overwritten before this follower read them. Returns the number copied or TMK_ENOTFOUND. */
+int tmk_relay_live_read(tmk_relay* r, const char* id, uint64_t* cursor, tmk_relay_live_item* out,
+                        size_t cap, uint64_t* skipped);
+
+/* Called on the loop thread after each batch of decoded packets (e.g. to wake WebSocket
+ * threads with a condition variable). Must be quick and must not block or call tmk_relay_*. */
+typedef void (*tmk_relay_data_fn)(void* ud);
+void tmk_relay_set_data_listener(tmk_relay* r, tmk_relay_data_fn fn, void* ud);
+
+/* ---- Commands (executed on the loop; these calls wait up to ~5 s for the reply) ---------- */
+
+/* Starts (on=1) or stops (on=0) recording a live session to the data directory. On success
+ * returns 0 and, when starting, writes the file path to path_out. TMK_ENOTFOUND, TMK_ESTATE
+ * (recorded session, already in that state), TMK_EIO (file could not be created). `err` gets a
+ * sentence for the user in every failure case. */
+int tmk_relay_record(tmk_relay* r, const char* id, int on, char* path_out, size_t path_cap,
+                     char* err, size_t err_cap);
+/* Sends CONTROL (new severity level 0..5 and verbosity mask) to the session's agent: over its
+ * TCP connection, or as UDP datagrams to its source address (repeated a few times, §6.4).
+ * Returns 0, TMK_ENOTFOUND, TMK_ERANGE (level > 5), TMK_ESTATE (not live / no address). */
+int tmk_relay_control(tmk_relay* r, const char* id, int level, uint32_t mask, char* err,
+                      size_t err_cap);
+/* Opens a recording or agent file from the data directory by file name (no path separators)
+ * and replays it into a new, non-live session through the same decode path as live data.
+ * Writes the new session's id to id_out. Returns 0, TMK_ENOTFOUND, TMK_ECORRUPT, TMK_EINVAL. */
+int tmk_relay_open_recording(tmk_relay* r, const char* name, char* id_out, size_t id_cap,
+                             char* err, size_t err_cap);
+
+typedef struct tmk_relay_recording_info {
+  char name[256];  /* file name inside the data directory */
+  uint64_t size;   /* bytes */
+  uint64_t mtime_unix_ns;
+  int agent_file;  /* 1 for TMKFILE1 agent files, 0 for relay recordings */
+  int open;        /* 1 when it is currently being written */
+} tmk_relay_recording_info;
+/* Lists recordings and agent files in the data directory (unsorted). Returns how many exist,
+ * fills up to cap. Reads only directory entries and file headers. */
+int tmk_relay_recordings(tmk_relay* r, tmk_relay_recording_info* out, size_t cap);
+
+/* The relay's version string. */
+const char* tmk_relay_version(void);
+
+/* ---- Web server hooks ---------------------------------------------------------------------
+ * The HTTP server (relay_http.c) calls every hook registered here right after it has installed
+ * its own /api handlers, before answering any request; a hook installs more handlers on the
+ * civetweb context (e.g. mg_set_websocket_handler for the live stream, "/" for the embedded
+ * dashboard). Register hooks before tmk_relay_run(). At most 8. */
+struct mg_context;
+typedef void (*tmk_relay_http_hook)(struct mg_context* ctx, tmk_relay* r, void* ud);
+int tmk_relay_http_add_hook(tmk_relay_http_hook fn, void* ud);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TMK_RELAY_H */
