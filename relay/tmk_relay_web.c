@@ -153,6 +153,7 @@ int tmk_relay_web_install(tmk_relay* r, const tmk_relay_web_desc* d) {
       snprintf(g_token, sizeof g_token, "%s", d->token);
     }
     g_check_origin = d->check_origin;
+    tmk__relay_ws_set_teams(d->team_names);
   }
   return tmk_relay_http_add_hook(install, NULL);
 }

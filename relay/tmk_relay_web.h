@@ -19,6 +19,9 @@ typedef struct tmk_relay_web_desc {
   /* 1: a WebSocket whose Origin header is present must name the host it connected to. Always
    * applied when a token is set; recommended everywhere (stops other sites' pages). */
   int check_origin;
+  /* Team (verbosity bit) names that override the agents' (relay --team BIT=NAME); NULL = the
+   * agent's own name. */
+  const char* team_names[32];
 } tmk_relay_web_desc;
 
 /* Registers the dashboard with the relay's HTTP server (tmk_relay_http_add_hook): call before
@@ -46,6 +49,8 @@ struct mg_context;
 struct mg_connection;
 /* Installs the /api/stream WebSocket handlers. */
 void tmk__relay_ws_register(struct mg_context* ctx, tmk_relay* r);
+/* Sets the team-name overrides (copied). */
+void tmk__relay_ws_set_teams(const char* const names[32]);
 /* Stops every stream thread (called at shutdown, after civetweb has stopped). */
 void tmk__relay_ws_shutdown(void);
 /* 1 when the request carries the token (or none is required) and, for WebSockets, its Origin

@@ -283,8 +283,16 @@ typedef struct team_ctx {
   buf* b;
   uint32_t hash;
 } team_ctx;
+static char g_team_override[32][64];
+
+void tmk__relay_ws_set_teams(const char* const names[32]) {
+  for (int i = 0; i < 32; i++)
+    snprintf(g_team_override[i], sizeof g_team_override[i], "%s", names && names[i] ? names[i] : "");
+}
+
 static int team_cb(void* ud, uint32_t bit, const char* name) {
   team_ctx* t = ud;
+  if (bit < 32 && g_team_override[bit][0]) return 0; /* sent from the override table */
   b_u8(t->b, REC_TEAM);
   b_var(t->b, bit);
   size_t n = name ? strlen(name) : 0;
@@ -307,6 +315,13 @@ static void send_meta(client* c, int force) {
   buf tb = {0};
   team_ctx tc = {&tb, 7};
   tmk_relay_query_teams(c->r, c->cur.session, team_cb, &tc);
+  for (uint32_t bit = 0; bit < 32; bit++) {
+    if (!g_team_override[bit][0]) continue;
+    tc.hash = tc.hash * 31u + bit + 1u;
+    b_u8(&tb, REC_TEAM);
+    b_var(&tb, bit);
+    b_str(&tb, g_team_override[bit], strlen(g_team_override[bit]));
+  }
   if (force || tc.hash != c->teams_seen_hash) {
     c->teams_seen_hash = tc.hash;
     if (!tb.oom) b_bytes(&c->out, tb.p, tb.n);
