@@ -1,0 +1,408 @@
+/* tmk_flush.c — the flusher: drains every thread's ring, registers call sites, sorts zones into
+ * depth-first order, encodes DATA packets with protocol/ (compressing when it can) and hands
+ * them to the transport; re-sends descriptors, names, clock sync and cumulative drop counts
+ * every 2 s (docs/PROTOCOL.md §5.1, §5.9). Runs on the flusher thread or in tmk_agent_pump(). */
+#include <string.h>
+
+#include "tmk_agent_internal.h"
+
+#define META_INTERVAL_MS 2000u
+#define HELLO_INTERVAL_MS 2000u
+#define NO_THREAD 0xFFFFFFFFu
+
+/* ============================================================================================
+ * Packets
+ * ========================================================================================== */
+
+/* Finishes the current packet and sends it. Returns 1 if a DATA packet went out. */
+static int send_packet(void) {
+  tmk__agent* g = &tmk__g;
+  int n, rc;
+  if (tmk_proto_writer_empty(&g->w)) return 0;
+  n = tmk_proto_finish(&g->w, g->session_id, g->seq, g->out + 3, g->out_cap - 3u,
+                       g->lz4_on ? g->lz4_state : NULL);
+  tmk_proto_writer_reset(&g->w);
+  g->w_thread = 0;
+  if (n < 0) {
+    tmk__log(TMK_SEV_ERROR, "telemark: packet encoding failed: %s", tmk_strerror(n));
+    g->drops[TMK_DROP_SEND_FAILED]++;
+    return 0;
+  }
+  g->seq++;
+  if (g->rejected) return 0;
+  rc = tmk__transport_send(g->out + 3, (size_t)n);
+  if (rc < 0) {
+    g->drops[TMK_DROP_SEND_FAILED]++;
+    return 0;
+  }
+  g->packets_sent++;
+  return 1;
+}
+
+/* ============================================================================================
+ * Records: put with "packet full -> send, retry once on a fresh packet"
+ * ========================================================================================== */
+
+typedef struct rec {
+  int type; /* TMK_REC_* */
+  uint32_t site;
+  uint32_t aux;
+  uint64_t time;
+  uint64_t value;
+  const void* data;
+  size_t len;
+  const tmk_proto_site* desc;
+} rec;
+
+static int put_rec(const rec* r) {
+  tmk_proto_writer* w = &tmk__g.w;
+  double d;
+  switch (r->type) {
+    case TMK_REC_SITE: return tmk_proto_put_site(w, r->desc);
+    case TMK_REC_MARKER_BEGIN:
+    case TMK_REC_MARKER_END:
+      return tmk_proto_put_marker(w, r->type == TMK_REC_MARKER_END, r->site, r->time, r->data,
+                                  r->len);
+    case TMK_REC_FRAME: return tmk_proto_put_frame(w, r->site, r->time);
+    case TMK_REC_PLOT:
+      if (r->aux) {
+        memcpy(&d, &r->value, sizeof d);
+        return tmk_proto_put_plot_d(w, r->site, r->time, d);
+      }
+      return tmk_proto_put_plot_i(w, r->site, r->time, (int64_t)r->value);
+    case TMK_REC_MESSAGE:
+      return tmk_proto_put_message(w, r->site, (uint8_t)r->aux, (uint32_t)r->value, r->time,
+                                   (const char*)r->data, r->len);
+    case TMK_REC_THREAD_NAME:
+      return tmk_proto_put_thread_name(w, r->aux, (const char*)r->data, r->len);
+    case TMK_REC_DROPS: return tmk_proto_put_drops(w, r->aux, r->value);
+    case TMK_REC_CLOCK_SYNC: return tmk_proto_put_clock(w, r->time, r->value);
+    case TMK_REC_TEAM_NAME:
+      return tmk_proto_put_team(w, r->aux, (const char*)r->data, r->len);
+    default: return TMK_EINVAL;
+  }
+}
+
+/* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
+static int select_thread(uint32_t thread) {
+  int rc;
+  if (thread == NO_THREAD || tmk__g.w_thread == thread) return 0;
+  rc = tmk_proto_put_thread(&tmk__g.w, thread);
+  if (rc < 0) return rc;
+  tmk__g.w_thread = thread;
+  return 0;
+}
+
+/* Writes one record for `thread` (NO_THREAD: thread-independent). Records that fit no packet
+ * are counted as TMK_DROP_TOO_BIG. */
+static void emit(const rec* r, uint32_t thread) {
+  int attempt;
+  for (attempt = 0; attempt < 2; attempt++) {
+    int rc = select_thread(thread);
+    if (rc == 0) rc = put_rec(r);
+    if (rc >= 0) return;
+    if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&tmk__g.w)) break;
+    send_packet();
+  }
+  tmk__g.drops[TMK_DROP_TOO_BIG]++;
+}
+
+/* Returns the site's id for this session, registering it (and sending its SITE) on first use. */
+static void emit_site(tmk_site* s) {
+  tmk_proto_site ps;
+  rec r;
+  size_t nl = s->name ? strlen(s->name) : 0, fl = s->file ? strlen(s->file) : 0;
+  memset(&ps, 0, sizeof ps);
+  ps.id = s->id;
+  ps.kind = s->kind;
+  ps.severity = s->severity;
+  ps.verbosity = s->verbosity;
+  ps.color = s->color;
+  ps.line = s->line;
+  ps.name.ptr = s->name ? s->name : "";
+  ps.name.len = (uint32_t)(nl > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : nl);
+  if (fl > TMK_PROTO_MAX_STRING) { /* keep the end of an over-long path */
+    ps.file.ptr = s->file + (fl - TMK_PROTO_MAX_STRING);
+    fl = TMK_PROTO_MAX_STRING;
+  } else {
+    ps.file.ptr = s->file ? s->file : "";
+  }
+  ps.file.len = (uint32_t)fl;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_SITE;
+  r.desc = &ps;
+  emit(&r, NO_THREAD);
+}
+
+static uint32_t site_id(tmk_site* s) {
+  if (!s) return 0;
+  if (s->gen == tmk__g.gen && s->id) return s->id;
+  s->id = ++tmk__g.next_site_id;
+  s->gen = tmk__g.gen;
+  s->next = tmk__g.sites;
+  tmk__g.sites = s;
+  emit_site(s);
+  return s->id;
+}
+
+/* ============================================================================================
+ * Zones: sort a batch depth-first and encode it
+ * ========================================================================================== */
+
+static int zone_before(const tmk_proto_zone* a, const tmk_proto_zone* b) {
+  if (a->start != b->start) return a->start < b->start;
+  return a->depth < b->depth;
+}
+
+static void flush_batch(uint32_t thread) {
+  tmk__agent* g = &tmk__g;
+  tmk_proto_zone* z = g->batch;
+  size_t n = g->batch_len, i, off = 0;
+  /* Insertion sort: zones arrive by end time, so only parents move (past their children). */
+  for (i = 1; i < n; i++) {
+    tmk_proto_zone v = z[i];
+    size_t j = i;
+    while (j > 0 && zone_before(&v, &z[j - 1])) {
+      z[j] = z[j - 1];
+      j--;
+    }
+    z[j] = v;
+  }
+  while (off < n) {
+    int rc = select_thread(thread);
+    if (rc == 0) rc = tmk_proto_put_zones(&g->w, z + off, n - off);
+    if (rc > 0) off += (size_t)rc;
+    if (off >= n) break;
+    if ((rc < 0 && rc != TMK_ENOSPC) || (rc <= 0 && tmk_proto_writer_empty(&g->w))) {
+      g->drops[TMK_DROP_TOO_BIG]++; /* cannot happen with sane limits; never loop forever */
+      off++;
+      continue;
+    }
+    send_packet();
+  }
+  g->batch_len = 0;
+}
+
+/* ============================================================================================
+ * Draining a ring
+ * ========================================================================================== */
+
+static inline uint64_t ring_word(const tmk__thread* t, uint32_t at) { return t->buf[at & t->mask]; }
+
+static void ring_get_bytes(const tmk__thread* t, uint32_t at, void* out, size_t len) {
+  uint8_t* p = (uint8_t*)out;
+  while (len > 0) {
+    uint64_t word = ring_word(t, at++);
+    size_t n = len < 8 ? len : 8;
+    memcpy(p, &word, n);
+    p += n;
+    len -= n;
+  }
+}
+
+static void drain_thread(tmk__thread* t) {
+  tmk__agent* g = &tmk__g;
+  uint32_t head = tmk_port_load32_acquire(&t->head);
+  uint32_t tail = t->tail;
+  uint8_t text[TMK_PROTO_MAX_STRING + 8];
+  while (tail != head) {
+    uint64_t h = ring_word(t, tail);
+    uint32_t type = (uint32_t)(h & 0xFFu), aux = (uint32_t)((h >> 8) & 0xFFu);
+    uint32_t len = (uint32_t)((h >> 16) & 0xFFFFu), depth = (uint32_t)(h >> 32);
+    tmk_site* site = (tmk_site*)(uintptr_t)ring_word(t, tail + 1);
+    uint64_t time = ring_word(t, tail + 2);
+    uint32_t words = (type == TMK__E_ZONE || type == TMK__E_PLOT_I || type == TMK__E_PLOT_D)
+                         ? 4u
+                         : TMK__E_WORDS(len);
+    rec r;
+    memset(&r, 0, sizeof r);
+    r.time = time;
+    if (len > TMK_PROTO_MAX_STRING) len = TMK_PROTO_MAX_STRING;
+    switch (type) {
+      case TMK__E_ZONE: {
+        tmk_proto_zone* z;
+        uint32_t id = site_id(site);
+        if (g->batch_len == g->batch_cap) flush_batch(t->index);
+        z = &g->batch[g->batch_len++];
+        z->start = time;
+        z->duration = ring_word(t, tail + 3) - time;
+        z->site = id;
+        z->depth = depth;
+        break;
+      }
+      case TMK__E_FRAME:
+        r.type = TMK_REC_FRAME;
+        r.site = site_id(site);
+        emit(&r, t->index);
+        break;
+      case TMK__E_PLOT_I:
+      case TMK__E_PLOT_D:
+        r.type = TMK_REC_PLOT;
+        r.site = site_id(site);
+        r.aux = type == TMK__E_PLOT_D;
+        r.value = ring_word(t, tail + 3);
+        emit(&r, t->index);
+        break;
+      case TMK__E_MARKER:
+      case TMK__E_MESSAGE:
+        ring_get_bytes(t, tail + 3, text, len);
+        r.type = type == TMK__E_MESSAGE ? TMK_REC_MESSAGE
+                                        : (aux ? TMK_REC_MARKER_END : TMK_REC_MARKER_BEGIN);
+        r.site = site_id(site);
+        r.data = text;
+        r.len = len;
+        if (type == TMK__E_MESSAGE) {
+          r.aux = site->severity;
+          r.value = site->verbosity;
+        }
+        emit(&r, t->index);
+        break;
+      case TMK__E_THREAD_NAME:
+        if (len > TMK__NAME_MAX) len = TMK__NAME_MAX;
+        ring_get_bytes(t, tail + 3, t->name, len);
+        t->name[len] = 0;
+        t->name_len = len;
+        r.type = TMK_REC_THREAD_NAME;
+        r.aux = t->index;
+        r.data = t->name;
+        r.len = len;
+        emit(&r, NO_THREAD);
+        break;
+      default: /* cannot happen: only this file's producers write rings */
+        words = head - tail;
+        break;
+    }
+    tail += words;
+    tmk_port_store32_release(&t->tail, tail); /* entries are copied out: free them now */
+  }
+  if (g->batch_len) flush_batch(t->index);
+  tmk_port_store32_release(&t->tail, tail);
+}
+
+/* ============================================================================================
+ * Metadata and drops
+ * ========================================================================================== */
+
+void tmk__account_drops(void) {
+  tmk__agent* g = &tmk__g;
+  uint32_t i, cur;
+  int r;
+  for (i = 0; i < g->nthreads; i++) {
+    tmk__thread* t = &g->threads[i];
+    for (r = 0; r < TMK_DROP_REASON_COUNT; r++) {
+      cur = tmk_port_load32_relaxed(&t->drops[r]);
+      g->drops[r] += (uint32_t)(cur - t->seen[r]);
+      t->seen[r] = cur;
+    }
+  }
+  cur = tmk_port_load32_relaxed(&g->no_thread_drops);
+  g->drops[TMK_DROP_NO_THREAD] += (uint32_t)(cur - g->no_thread_seen);
+  g->no_thread_seen = cur;
+}
+
+static void emit_drops(int all) {
+  int reason;
+  rec r;
+  for (reason = 0; reason < TMK_DROP_REASON_COUNT; reason++) {
+    if (tmk__g.drops[reason] == tmk__g.drops_sent[reason] && !(all && tmk__g.drops[reason]))
+      continue;
+    memset(&r, 0, sizeof r);
+    r.type = TMK_REC_DROPS;
+    r.aux = (uint32_t)reason;
+    r.value = tmk__g.drops[reason];
+    tmk__g.drops_sent[reason] = tmk__g.drops[reason];
+    emit(&r, NO_THREAD);
+  }
+}
+
+static void emit_meta(void) {
+  tmk__agent* g = &tmk__g;
+  tmk_site* s;
+  uint32_t i;
+  rec r;
+  for (s = g->sites; s; s = s->next) emit_site(s);
+  for (i = 0; i < g->nthreads; i++) {
+    tmk__thread* t = &g->threads[i];
+    if (!t->name_len) continue;
+    memset(&r, 0, sizeof r);
+    r.type = TMK_REC_THREAD_NAME;
+    r.aux = t->index;
+    r.data = t->name;
+    r.len = t->name_len;
+    emit(&r, NO_THREAD);
+  }
+  for (i = 0; i < 32; i++) {
+    const char* name = (const char*)tmk_port_loadptr_acquire(&g->team_names[i]);
+    size_t len;
+    if (!name) continue;
+    len = strlen(name);
+    memset(&r, 0, sizeof r);
+    r.type = TMK_REC_TEAM_NAME;
+    r.aux = i;
+    r.data = name;
+    r.len = len > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : len;
+    emit(&r, NO_THREAD);
+  }
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_CLOCK_SYNC;
+  r.time = tmk__now_ticks();
+  r.value = tmk_port_unix_ns();
+  emit(&r, NO_THREAD);
+  tmk__account_drops();
+  emit_drops(1);
+}
+
+/* Keeps the 64-bit view of a wrapping override clock and publishes its top bits. */
+static void update_clock_extension(void) {
+  tmk__agent* g = &tmk__g;
+  uint64_t m, raw;
+  if (!g->clk_fn || !g->clk_bits) return;
+  m = (1ull << g->clk_bits) - 1;
+  raw = g->clk_fn(g->clk_user) & m;
+  g->clk_ext += (raw - (g->clk_ext & m)) & m;
+  tmk_port_store32_relaxed(&g->clk_e, (uint32_t)(g->clk_ext >> (g->clk_bits - 1)));
+}
+
+/* ============================================================================================
+ * One cycle
+ * ========================================================================================== */
+
+int tmk__flush_cycle(int full) {
+  tmk__agent* g = &tmk__g;
+  uint64_t before = g->packets_sent, now = tmk__ms();
+  uint32_t i;
+  update_clock_extension();
+  tmk__transport_tick();
+  if (!g->welcomed && !g->rejected &&
+      (g->transport == TMK_TRANSPORT_UDP || g->transport == TMK_TRANSPORT_TCP) &&
+      now - g->last_hello_ms >= HELLO_INTERVAL_MS)
+    tmk__send_hello();
+  if (g->force_meta || now - g->last_meta_ms >= META_INTERVAL_MS) {
+    g->force_meta = 0;
+    g->last_meta_ms = now;
+    emit_meta();
+  }
+  for (i = 0; i < g->nthreads; i++) {
+    tmk__thread* t = &g->threads[i];
+    uint32_t state = tmk_port_load32_acquire(&t->state);
+    if (state == TMK__SLOT_FREE || state == TMK__SLOT_CLAIMING) continue;
+    drain_thread(t);
+    if (full && tmk_port_load32_acquire(&t->head) != t->tail) drain_thread(t);
+    if (state == TMK__SLOT_DEAD && tmk_port_load32_acquire(&t->head) == t->tail) {
+      t->name_len = 0; /* the next owner is another thread */
+      tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_FREE);
+    }
+  }
+  tmk__account_drops();
+  emit_drops(0);
+  send_packet();
+  return (int)(g->packets_sent - before);
+}
+
+int tmk__send_bye(void) {
+  int n;
+  if (tmk__g.rejected) return 0;
+  n = tmk_proto_encode_bye(tmk__g.out + 3, tmk__g.out_cap - 3u, tmk__g.session_id);
+  if (n < 0) return n;
+  return tmk__transport_send(tmk__g.out + 3, (size_t)n);
+}

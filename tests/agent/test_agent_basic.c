@@ -1,0 +1,259 @@
+/* test_agent_basic.c — agent behaviour without sockets: every record kind reaches the decoder
+ * (callback transport), the 8 KB arena, the file transport, marker mismatches, a wrapping 32-bit
+ * user clock, compile-time stripping (TMK_MAX_SEVERITY) and the run-time level and mask. */
+#include "agent_test_util.h"
+
+int stripped_debug_zone(void); /* test_agent_stripped.c, built with TMK_MAX_SEVERITY=2 */
+
+static void nested(int n) {
+  TMK_ZONE("outer", TMK_SEV_INFO, 1);
+  {
+    int i;
+    for (i = 0; i < n; i++) {
+      TMK_ZONE("inner", TMK_SEV_INFO, 1);
+      {
+        TMK_ZONE("leaf", TMK_SEV_INFO, 1);
+      }
+    }
+  }
+}
+
+static void every_record_kind(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  static const char payload[] = "entity=42";
+  (void)state;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  d.team_names[0] = "engine";
+  d.team_names[3] = "audio";
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), TMK_ESTATE);
+  tmk_thread_name("main");
+  nested(10);
+  TMK_FRAME();
+  TMK_FRAME_NAMED("physics-step");
+  TMK_PLOT_I("entities", -1234567);
+  TMK_PLOT_D("frame-ms", 16.5);
+  TMK_MESSAGE(TMK_SEV_WARNING, 1, "literal warning");
+  TMK_MESSAGE_TEXT(TMK_SEV_ERROR, 1, "dynamic text", 12);
+  TMK_ZONE_BEGIN_DATA("load-level", TMK_SEV_INFO, 1, payload, sizeof payload - 1);
+  TMK_ZONE_END();
+  assert_true(tmk_agent_flush() >= 1);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(tmk_agent_shutdown(), TMK_ESTATE);
+
+  assert_int_equal(r.bad_packets, 0);
+  assert_int_equal(r.hellos, 1); /* once at start on byte-stream transports */
+  assert_int_equal(recv_zones_named(&r, "outer"), 1);
+  assert_int_equal(recv_zones_named(&r, "inner"), 10);
+  assert_int_equal(recv_zones_named(&r, "leaf"), 10);
+  assert_int_equal(r.max_depth, 2);
+  assert_int_equal(r.frames, 2);
+  assert_int_equal(recv_events_named(&r, "physics-step"), 1);
+  assert_int_equal(r.plots, 2);
+  assert_true(r.last_plot_i == -1234567);
+  assert_true(r.last_plot_d == 16.5);
+  assert_int_equal(r.messages, 2);
+  assert_int_equal(recv_events_named(&r, "literal warning"), 1);
+  assert_string_equal(r.last_message, "dynamic text");
+  assert_int_equal(r.markers_begin, 1);
+  assert_int_equal(r.markers_end, 1);
+  assert_int_equal(recv_events_named(&r, "load-level"), 2);
+  assert_string_equal(r.thread_names[0], "main");
+  assert_string_equal(r.team_names[0], "engine");
+  assert_string_equal(r.team_names[3], "audio");
+  assert_true(r.clock_syncs >= 1);
+  assert_int_equal(r.byes, 1);
+  assert_int_equal(r.seq_gaps, 0);
+  (void)s;
+}
+
+static void tiny_arena_8k(void** state) {
+  static uint64_t small[8192 / 8];
+  receiver r;
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  int frame;
+  (void)state;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  d.overflow = TMK_OVERFLOW_WAIT;
+  assert_int_equal(tmk_agent_init(&d, small, sizeof small), 0);
+  s = stats_now();
+  assert_true(s.max_threads >= 1);
+  assert_true(s.ring_bytes >= 256);
+  assert_int_equal(s.lz4, 0);
+  for (frame = 0; frame < 100; frame++) {
+    nested(20); /* 41 zones per frame: more than the ring holds, so wait mode drains inline */
+    TMK_FRAME();
+    tmk_agent_pump();
+  }
+  s = stats_now();
+  assert_int_equal(s.drops[TMK_DROP_RING_FULL], 0);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(r.bad_packets, 0);
+  assert_int_equal(recv_zones_named(&r, "outer"), 100);
+  assert_int_equal(recv_zones_named(&r, "inner"), 2000);
+  assert_int_equal(recv_zones_named(&r, "leaf"), 2000);
+  assert_int_equal(r.frames, 100);
+  assert_int_equal(tmk_agent_init(&d, small, 512), TMK_ENOMEM);
+}
+
+static void file_transport(void** state) {
+  char path[64];
+  tmk_agent_desc d;
+  receiver r;
+  static uint8_t buf[1 << 20];
+  FILE* f;
+  size_t n;
+  (void)state;
+  snprintf(path, sizeof path, "tmk-agent-test-%ld.tmk", (long)time(NULL));
+  memset(&d, 0, sizeof d);
+  d.transport = TMK_TRANSPORT_FILE;
+  d.file_path = path;
+  d.manual_pump = 1;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  nested(50);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  f = fopen(path, "rb");
+  assert_non_null(f);
+  n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  remove(path);
+  assert_true(n > 8);
+  assert_memory_equal(buf, "TMKFILE1", 8);
+  recv_init_offline(&r);
+  assert_true(recv_feed_stream(&r, buf + 8, n - 8) >= 2);
+  assert_int_equal(r.bad_packets, 0);
+  assert_int_equal(r.hellos, 1);
+  assert_int_equal(recv_zones_named(&r, "inner"), 50);
+  assert_int_equal(r.byes, 1);
+  d.file_path = "/nonexistent-dir/x.tmk";
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), TMK_EIO);
+}
+
+static void marker_mismatch_counted(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  (void)state;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  TMK_ZONE_END(); /* no BEGIN: counted, not crashed on */
+  TMK_ZONE_BEGIN("a", TMK_SEV_INFO, 1);
+  TMK_ZONE_BEGIN("b-filtered", TMK_SEV_TRACE, 1);
+  TMK_ZONE_END(); /* closes the filtered one: nothing sent */
+  TMK_ZONE_END(); /* closes "a" */
+  TMK_ZONE_END(); /* mismatch again */
+  tmk_agent_flush();
+  s = stats_now();
+  assert_int_equal(s.drops[TMK_DROP_MISMATCH], 2);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(r.markers_begin, 1);
+  assert_int_equal(r.markers_end, 1);
+  assert_int_equal(recv_events_named(&r, "a"), 2);
+  assert_int_equal(r.drops[TMK_DROP_MISMATCH], 2);
+}
+
+static uint32_t fake_counter;
+static uint64_t fake_clock(void* user) {
+  (void)user;
+  fake_counter += 16;
+  return fake_counter;
+}
+
+static void wrapping_32bit_clock(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  int i;
+  (void)state;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  d.clock.fn = fake_clock;
+  d.clock.frequency = 1000000;
+  d.clock.bits = 32;
+  fake_counter = 0xFFFFF000u; /* wraps after 256 reads */
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  assert_int_equal(tmk_ticks_per_second(), 1000000);
+  for (i = 0; i < 100; i++) {
+    nested(3);
+    tmk_agent_pump(); /* the flusher keeps the extension fresh */
+  }
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(r.bad_packets, 0);
+  assert_int_equal(recv_zones_named(&r, "outer"), 100);
+  assert_true(fake_counter < 0x10000u); /* it really wrapped */
+  assert_true(r.max_duration < 1000);   /* no zone spans a bogus 2^32 ticks */
+  assert_true(r.max_duration > 0);
+}
+
+static void runtime_level_and_mask(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  (void)state;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  d.level = TMK_LEVEL(TMK_SEV_WARNING);
+  d.verbosity = 0x3;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  {
+    TMK_ZONE("warn-team0", TMK_SEV_WARNING, 0x1);
+  }
+  {
+    TMK_ZONE("error-team1", TMK_SEV_ERROR, 0x2);
+  }
+  {
+    TMK_ZONE("info-team0", TMK_SEV_INFO, 0x1); /* above the level */
+  }
+  {
+    TMK_ZONE("warn-team2", TMK_SEV_WARNING, 0x4); /* team not in the mask */
+  }
+  TMK_MESSAGE(TMK_SEV_DEBUG, 1, "debug message"); /* filtered */
+  assert_int_equal(tmk_agent_set_filter(TMK_SEV_TRACE, 0x4), 0);
+  assert_int_equal(tmk_agent_set_filter(9, 0x4), TMK_EINVAL);
+  {
+    TMK_ZONE("warn-team2", TMK_SEV_WARNING, 0x4);
+  }
+  {
+    TMK_ZONE("warn-team0", TMK_SEV_WARNING, 0x1); /* team 0 now masked out */
+  }
+  assert_int_equal(stripped_debug_zone(), 1); /* compiled with TMK_MAX_SEVERITY=2 */
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(recv_zones_named(&r, "warn-team0"), 1);
+  assert_int_equal(recv_zones_named(&r, "error-team1"), 1);
+  assert_int_equal(recv_zones_named(&r, "info-team0"), 0);
+  assert_int_equal(recv_zones_named(&r, "warn-team2"), 1);
+  assert_int_equal(recv_zones_named(&r, "stripped-debug"), 0);
+  assert_int_equal(recv_zones_named(&r, "kept-error"), 1);
+  assert_int_equal(r.messages, 0);
+}
+
+static void zones_before_init_and_after_shutdown_are_ignored(void** state) {
+  (void)state;
+  nested(5); /* agent not running: the filter word is 0, nothing happens */
+  TMK_FRAME();
+  TMK_MESSAGE_TEXT(TMK_SEV_ERROR, 1, "x", 1);
+  assert_int_equal(tmk_agent_pump(), TMK_ESTATE);
+  assert_int_equal(tmk_now(), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      AGENT_TEST(every_record_kind),
+      AGENT_TEST(tiny_arena_8k),
+      AGENT_TEST(file_transport),
+      AGENT_TEST(marker_mismatch_counted),
+      AGENT_TEST(wrapping_32bit_clock),
+      AGENT_TEST(runtime_level_and_mask),
+      AGENT_TEST(zones_before_init_and_after_shutdown_are_ignored),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,251 @@
+/* test_agent_net.c — the agent over real sockets on 127.0.0.1 to a receiver that decodes every
+ * packet: every zone accounted for over UDP and over TCP, TCP fallback when no UDP socket can be
+ * opened, TCP reconnect, live level/mask changes by CONTROL packets (UDP reply and TCP), and
+ * bounded, non-blocking behaviour with no relay at all. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+
+#include "agent_test_util.h"
+#include "tmk_port.h"
+
+#define ITER 1500
+#define PRODUCERS 2
+
+static void* producer(void* arg) {
+  int i;
+  char name[16];
+  snprintf(name, sizeof name, "worker-%d", (int)(intptr_t)arg);
+  tmk_thread_name(name);
+  for (i = 0; i < ITER; i++) {
+    TMK_ZONE("frame", TMK_SEV_INFO, 1);
+    {
+      TMK_ZONE("update", TMK_SEV_INFO, 1);
+      {
+        TMK_ZONE("leaf", TMK_SEV_INFO, 1);
+      }
+    }
+    {
+      TMK_ZONE("render", TMK_SEV_INFO, 2);
+    }
+  }
+  return NULL;
+}
+
+static void run_producers(void) {
+  pthread_t t[PRODUCERS];
+  intptr_t i;
+  for (i = 0; i < PRODUCERS; i++) pthread_create(&t[i], NULL, producer, (void*)i);
+  for (i = 0; i < PRODUCERS; i++) pthread_join(t[i], NULL);
+}
+
+static int wait_connected(int ms) {
+  int i;
+  for (i = 0; i < ms; i += 5) {
+    tmk_agent_stats s;
+    if (tmk_agent_get_stats(&s) == 0 && s.connected) return 1;
+    sleep_ms(5);
+  }
+  return 0;
+}
+
+static void check_all_zones(receiver* r) {
+  uint64_t want = (uint64_t)PRODUCERS * ITER * 4;
+  if (!recv_wait_at_least(r, &r->zones, want, 5000)) {
+    fail_msg("receiver has %llu zones of %llu (seq gaps %llu)",
+             (unsigned long long)recv_get(r, &r->zones), (unsigned long long)want,
+             (unsigned long long)recv_get(r, &r->seq_gaps));
+  }
+  assert_int_equal(recv_zones_named(r, "frame"), PRODUCERS * ITER);
+  assert_int_equal(recv_zones_named(r, "update"), PRODUCERS * ITER);
+  assert_int_equal(recv_zones_named(r, "leaf"), PRODUCERS * ITER);
+  assert_int_equal(recv_zones_named(r, "render"), PRODUCERS * ITER);
+  assert_int_equal(recv_get(r, &r->zones), want);
+  assert_int_equal(recv_get(r, &r->bad_packets), 0);
+  assert_int_equal(recv_get(r, &r->zone_depth_errors), 0);
+  assert_int_equal(recv_get(r, &r->max_depth), 2);
+}
+
+static void e2e(int tcp, int fail_udp) {
+  static receiver r;
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  r.auto_welcome = 1;
+  assert_int_equal(recv_start(&r), 0);
+  memset(&d, 0, sizeof d);
+  d.relay_host = "127.0.0.1";
+  d.relay_port = tcp ? r.tcp_port : r.udp_port;
+  d.transport = fail_udp ? TMK_TRANSPORT_AUTO : (tcp ? TMK_TRANSPORT_TCP : TMK_TRANSPORT_UDP);
+  d.program = "net-test";
+  d.overflow = TMK_OVERFLOW_WAIT;
+  d.team_names[1] = "render";
+  tmk_port_test_fail_udp(fail_udp);
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  tmk_port_test_fail_udp(0);
+  s = stats_now();
+  assert_int_equal(s.transport, tcp ? TMK_TRANSPORT_TCP : TMK_TRANSPORT_UDP);
+  if (tcp) assert_true(wait_connected(5000));
+  assert_true(recv_wait_at_least(&r, &r.hellos, 1, 5000));
+  run_producers();
+  tmk_agent_flush();
+  check_all_zones(&r);
+  /* The WELCOME came back over the same transport. */
+  {
+    int i;
+    for (i = 0; i < 400 && !stats_now().welcomed; i++) sleep_ms(5);
+  }
+  s = stats_now();
+  assert_true(s.welcomed);
+  assert_int_equal(s.drops[TMK_DROP_SEND_FAILED], 0);
+  assert_int_equal(s.drops[TMK_DROP_RING_FULL], 0);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_true(recv_wait_at_least(&r, &r.byes, 1, 2000));
+  assert_int_equal(recv_get(&r, &r.hello_caps) & TMK_CAP_TCP, tcp ? TMK_CAP_TCP : 0);
+  assert_true(recv_get(&r, &r.timer_freq) > 0);
+  assert_string_equal(r.program, "net-test");
+  assert_string_equal(r.team_names[1], "render");
+  assert_true(strncmp(r.thread_names[0], "worker-", 7) == 0);
+  if (tcp) assert_int_equal(recv_get(&r, &r.udp_packets), 0);
+  else assert_int_equal(recv_get(&r, &r.tcp_packets), 0);
+  recv_stop(&r);
+}
+
+static void udp_every_zone_accounted(void** state) {
+  (void)state;
+  e2e(0, 0);
+}
+
+static void tcp_every_zone_accounted(void** state) {
+  (void)state;
+  e2e(1, 0);
+}
+
+static void tcp_fallback_when_udp_unavailable(void** state) {
+  (void)state;
+  e2e(1, 1);
+}
+
+static void tcp_reconnects(void** state) {
+  static receiver r;
+  tmk_agent_desc d;
+  int i;
+  (void)state;
+  assert_int_equal(recv_start(&r), 0);
+  memset(&d, 0, sizeof d);
+  d.relay_port = r.tcp_port;
+  d.transport = TMK_TRANSPORT_TCP;
+  d.overflow = TMK_OVERFLOW_WAIT;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  assert_true(wait_connected(5000));
+  assert_true(recv_wait_at_least(&r, &r.hellos, 1, 5000));
+  recv_kick_tcp(&r);
+  /* The agent notices on its next read or send, and connects again with a new HELLO. */
+  for (i = 0; i < 600 && recv_get(&r, &r.hellos) < 2; i++) {
+    TMK_ZONE("tick", TMK_SEV_INFO, 1);
+    sleep_ms(5);
+  }
+  assert_true(recv_get(&r, &r.hellos) >= 2);
+  assert_true(wait_connected(5000));
+  producer((void*)(intptr_t)0);
+  tmk_agent_flush();
+  if (!recv_wait_at_least(&r, &r.zones, ITER * 4, 5000))
+    fail_msg("after reconnect: %llu zones, connected %d, send failures %llu",
+             (unsigned long long)recv_get(&r, &r.zones), stats_now().connected,
+             (unsigned long long)stats_now().drops[TMK_DROP_SEND_FAILED]);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  recv_stop(&r);
+}
+
+static void control(int tcp) {
+  static receiver r;
+  tmk_agent_desc d;
+  int i;
+  assert_int_equal(recv_start(&r), 0);
+  memset(&d, 0, sizeof d);
+  d.relay_port = tcp ? r.tcp_port : r.udp_port;
+  d.transport = tcp ? TMK_TRANSPORT_TCP : TMK_TRANSPORT_UDP;
+  d.level = TMK_LEVEL(TMK_SEV_INFO);
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  if (tcp) assert_true(wait_connected(5000));
+  assert_true(recv_wait_at_least(&r, &r.hellos, 1, 5000)); /* UDP: now it knows our address */
+  {
+    TMK_ZONE("debug-zone", TMK_SEV_DEBUG, 0x10);
+  }
+  assert_int_equal(recv_send_control(&r, tcp, 5, TMK_SEV_DEBUG, 0x10), 0);
+  for (i = 0; i < 1000 && stats_now().level != TMK_SEV_DEBUG; i++) sleep_ms(5);
+  assert_int_equal(stats_now().level, TMK_SEV_DEBUG);
+  assert_int_equal(stats_now().verbosity, 0x10);
+  {
+    TMK_ZONE("debug-zone", TMK_SEV_DEBUG, 0x10);
+  }
+  {
+    TMK_ZONE("other-team", TMK_SEV_INFO, 0x01); /* mask now excludes team 0 */
+  }
+  /* Stale and repeated change numbers are ignored (§6.4); a newer one applies. */
+  assert_int_equal(recv_send_control(&r, tcp, 5, TMK_SEV_ERROR, 0x1), 0);
+  assert_int_equal(recv_send_control(&r, tcp, 3, TMK_SEV_ERROR, 0x1), 0);
+  assert_int_equal(recv_send_control(&r, tcp, 6, TMK_SEV_TRACE, 0x11), 0);
+  for (i = 0; i < 1000 && stats_now().level != TMK_SEV_TRACE; i++) sleep_ms(5);
+  assert_int_equal(stats_now().level, TMK_SEV_TRACE);
+  assert_int_equal(stats_now().control_applied, 2);
+  tmk_agent_flush();
+  assert_true(recv_wait_at_least(&r, &r.zones, 1, 3000));
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_true(recv_wait_at_least(&r, &r.byes, 1, 2000));
+  assert_int_equal(recv_zones_named(&r, "debug-zone"), 1);
+  assert_int_equal(recv_zones_named(&r, "other-team"), 0);
+  recv_stop(&r);
+}
+
+static void control_over_udp(void** state) {
+  (void)state;
+  control(0);
+}
+
+static void control_over_tcp(void** state) {
+  (void)state;
+  control(1);
+}
+
+static void no_relay_never_blocks(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  uint16_t dead_port;
+  int i, t;
+  (void)state;
+  /* A port nobody listens on: start a receiver to get a free port, then close it. */
+  assert_int_equal(recv_start(&r), 0);
+  dead_port = r.udp_port;
+  recv_stop(&r);
+  for (t = 0; t < 2; t++) {
+    memset(&d, 0, sizeof d);
+    d.relay_port = dead_port;
+    d.transport = t ? TMK_TRANSPORT_TCP : TMK_TRANSPORT_UDP;
+    d.ring_bytes = 4096;
+    d.max_threads = 2;
+    assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+    for (i = 0; i < 200000; i++) {
+      TMK_ZONE("busy", TMK_SEV_INFO, 1);
+    }
+    tmk_agent_flush();
+    s = stats_now();
+    assert_int_equal(s.connected, t ? 0 : 1);
+    /* Every zone was either sent, or counted: ring full, or in a packet that failed to go. */
+    assert_true(s.drops[TMK_DROP_RING_FULL] + s.packets_sent + s.drops[TMK_DROP_SEND_FAILED] > 0);
+    if (t) assert_true(s.drops[TMK_DROP_SEND_FAILED] > 0);
+    assert_int_equal(tmk_agent_shutdown(), 0);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      AGENT_TEST(udp_every_zone_accounted),
+      AGENT_TEST(tcp_every_zone_accounted),
+      AGENT_TEST(tcp_fallback_when_udp_unavailable),
+      AGENT_TEST(tcp_reconnects),
+      AGENT_TEST(control_over_udp),
+      AGENT_TEST(control_over_tcp),
+      AGENT_TEST(no_relay_never_blocks),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
