@@ -214,7 +214,7 @@ $('push').addEventListener('click', async () => {
 $('record').addEventListener('click', async () => {
   const on = !(app.info && app.info.recording);
   try {
-    await api('POST', `/api/sessions/${encodeURIComponent(app.current)}/record`, { on });
+    await api('POST', `/api/sessions/${encodeURIComponent(app.current)}/record/${on ? 'start' : 'stop'}`);
   } catch (e) { showNotice(e.message); }
   await refreshSessions(); refreshRecordings();
 });
@@ -222,7 +222,7 @@ $('open').addEventListener('click', async () => {
   const name = $('recordings').value;
   if (!name) return;
   try {
-    const r = await api('POST', `/api/recordings/${encodeURIComponent(name)}/open`);
+    const r = await api('POST', '/api/recordings/open', { name });
     await refreshSessions();
     selectSession(r.id);
   } catch (e) { showNotice(e.message); }
