@@ -360,7 +360,9 @@ static int h_zones(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk__json_init(&j);
   tmk__json_begin_obj(&j);
   tmk__json_key(&j, "columns");
-  tmk__json_raw(&j, "[\"start_ns\",\"dur_ns\",\"thread\",\"site\",\"depth\",\"flags\"]", 50);
+  static const char columns[] = "[\"start_ns\",\"dur_ns\",\"thread\",\"site\",\"depth\",\"flags\"]";
+  tmk__json_raw(&j, columns, sizeof columns - 1);
+  j.need_comma = 1; /* raw output does not track separators */
   tmk__json_key(&j, "zones");
   tmk__json_begin_arr(&j);
   zone_ctx c = {&j, 0};
