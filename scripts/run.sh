@@ -34,7 +34,7 @@ for _ in $(seq 1 100); do
     relay=""
     exit 1
   fi
-  url=$(grep -o 'http://[^ ]*' "$log" | head -1 || true)
+  url=$(grep -o 'dashboard at http://[^ ]*' "$log" | head -1 | sed 's/^dashboard at //' || true)
   if [ -n "$url" ]; then break; fi
   sleep 0.1
 done
