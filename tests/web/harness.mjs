@@ -62,8 +62,10 @@ export function spawnLogged(bin, args, name) {
   return p;
 }
 
+// Stops a child (or a startRelay() result): SIGTERM, then SIGKILL after 5 s.
 export async function stop(p) {
-  if (!p || p.exitCode !== null || p.signalCode) return;
+  if (p && p.proc) p = p.proc;
+  if (!p || p.exitCode !== null || p.signalCode !== null) return;
   p.kill('SIGTERM');
   const t = setTimeout(() => p.kill('SIGKILL'), 5000);
   await p.exited;

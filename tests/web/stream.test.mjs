@@ -35,7 +35,7 @@ function openStream(relay, opts = {}) {
 describe('stream and serving (no token)', () => {
   let relay, demo, session;
   before(async () => {
-    relay = await startRelay();
+    relay = await startRelay(['--team', '1=graphics']);
     demo = startDemo(relay, ['--seconds', '60']);
     session = await waitDemoSession(relay);
   });
@@ -70,6 +70,10 @@ describe('stream and serving (no token)', () => {
     assert.equal(c.resets, 1);
     assert.deepEqual(c.errors, []);
     assert.ok(c.sd.sites.size > 3 && c.sd.threads.size >= 2 && c.sd.nFrames > 0);
+    // team names: the agent's, with bit 1 renamed by the relay's --team flag
+    await until(() => c.sd.teams.size >= 2, 5000, 'team names');
+    assert.equal(c.sd.teams.get(1), 'graphics');
+    assert.ok([...c.sd.teams.entries()].some(([b, n]) => b !== 1 && n.length > 0), 'agent names for the other bits');
     for (const th of c.sd.threads.values()) for (const l of th.lanes) for (let i = 0; i < l.n; i++)
       assert.ok(c.sd.sites.has(l.site[i]), 'every zone site is described');
     c.ws.close();
@@ -123,14 +127,14 @@ describe('stream and serving (no token)', () => {
   test('many browsers at once each get their own stream', async () => {
     const cs = Array.from({ length: 8 }, () => openStream(relay));
     await Promise.all(cs.map((c) => c.opened));
-    cs.forEach((c, i) => c.send({ op: 'subscribe', session: session.id, level: i % 2 ? 5 : 1, history_s: 2 }));
+    cs.forEach((c, i) => c.send({ op: 'subscribe', session: session.id, level: i % 2 ? 5 : 3, history_s: 2 }));
     await until(() => cs.every((c) => c.historyDone && c.sd.zoneCount > 0), 15000, 'all histories');
     const n0 = cs.map((c) => c.sd.zoneCount);
     await until(() => cs.every((c, i) => c.sd.zoneCount > n0[i]), 15000, 'live data on every stream');
     for (const [i, c] of cs.entries()) {
       assert.deepEqual(c.errors, []);
       if (i % 2 === 0) {
-        for (const th of c.sd.threads.values()) for (const l of th.lanes) for (let k = 0; k < l.n; k++) assert.ok(c.sd.sites.get(l.site[k]).severity <= 1);
+        for (const th of c.sd.threads.values()) for (const l of th.lanes) for (let k = 0; k < l.n; k++) assert.ok(c.sd.sites.get(l.site[k]).severity <= 3);
       }
     }
     cs.forEach((c) => c.ws.close());
@@ -170,6 +174,13 @@ describe('access token and Origin', () => {
     const ok = openStream(relay);
     await ok.opened;
     ok.ws.close();
+    // with the token, an unknown session is a clean error
+    const e = openStream(relay);
+    await e.opened;
+    e.send({ op: 'subscribe', session: 'none' });
+    await until(() => e.texts.length > 0, 5000, 'an error reply');
+    assert.match(e.texts[0].error, /no session/);
+    e.ws.close();
     // a browser's Origin must name the relay's host
     const good = openStream(relay, { headers: { Origin: `http://127.0.0.1:${relay.http}` } });
     await good.opened;

@@ -255,6 +255,14 @@ function resetGraphs() {
   $('plots').innerHTML = '';
 }
 const GRAPH_POINTS = 3000;
+// Compact numbers for plot axes: 12.3k, 4.5M, 1.2G.
+function compact(v) {
+  const a = Math.abs(v);
+  if (a >= 1e9) return (v / 1e9).toFixed(1) + 'G';
+  if (a >= 1e6) return (v / 1e6).toFixed(1) + 'M';
+  if (a >= 1e4) return (v / 1e3).toFixed(1) + 'k';
+  return String(+v.toFixed(3));
+}
 function axisStyle() { return { stroke: '#9aa0a6', grid: { stroke: '#2b2f37' }, ticks: { stroke: '#2b2f37' } }; }
 function updateGraphs() {
   const sd = app.sd;
@@ -292,7 +300,7 @@ function updateGraphs() {
         width: 330, height: 110, scales: { x: { time: false } }, title: s ? s.name : 'plot ' + site,
         legend: { show: false },
         series: [{}, { label: s ? s.name : 'value', stroke: '#f6ae2d', width: 1 }],
-        axes: [Object.assign({ values: (u, v) => v.map((x) => x.toFixed(1) + 's') }, axisStyle()), Object.assign({ size: 50 }, axisStyle())],
+        axes: [Object.assign({ values: (u, v) => v.map((x) => x.toFixed(1) + 's') }, axisStyle()), Object.assign({ size: 50, values: (u, v) => v.map(compact) }, axisStyle())],
       }, data, div);
       plotGraphs.set(site, g);
     } else g.setData(data);
