@@ -91,6 +91,8 @@ typedef struct sub {
   int nthreads;       /* 0 = all threads */
   uint32_t threads[WS_MAX_THREADS_FILTER];
   double history_s;   /* live sessions: seconds of history; recordings: everything */
+  uint64_t window;    /* flow control: live data stops while more than this many bytes are
+                         unacknowledged (0 = off, the browser never acks) */
 } sub;
 
 typedef struct site_ent {
@@ -109,6 +111,8 @@ typedef struct client {
   int has_sub_next;
   sub sub_next;
   int dead;             /* a write failed (guarded by wmu) */
+  uint64_t sent;        /* binary bytes sent since the last RESET (guarded by wmu) */
+  uint64_t acked;       /* bytes the browser says it has processed (guarded by mu) */
   struct client* next;
   /* sender-thread state */
   sub cur;
@@ -164,6 +168,7 @@ static int ws_send(client* c, int opcode, const void* p, size_t n) {
   pthread_mutex_lock(&c->wmu);
   int rc = c->dead ? -1 : mg_websocket_write(c->conn, opcode, (const char*)p, n);
   if (rc <= 0) c->dead = 1;
+  else if (opcode == MG_WEBSOCKET_OPCODE_BINARY) c->sent += n;
   pthread_mutex_unlock(&c->wmu);
   if (rc <= 0) return -1;
   pthread_mutex_lock(&g_mu);
@@ -547,6 +552,12 @@ static void start_subscription(client* c, const sub* s) {
   c->origin = (int64_t)info.first_ns;
   c->origin_set = info.first_ns != 0 || info.last_ns != 0;
   c->was_live = info.live;
+  pthread_mutex_lock(&c->wmu);
+  c->sent = 0;
+  pthread_mutex_unlock(&c->wmu);
+  pthread_mutex_lock(&c->mu);
+  c->acked = 0;
+  pthread_mutex_unlock(&c->mu);
   msg_begin(c, MSG_RESET, 0);
   b_svar(&c->out, c->origin_set ? c->origin : 0);
   ws_send(c, MG_WEBSOCKET_OPCODE_BINARY, c->out.p, c->out.n);
@@ -618,6 +629,19 @@ static void pump_live(client* c) {
   msg_flush(c);
 }
 
+/* Flow control: 1 while the browser has more unacknowledged bytes than its window. The live
+ * ring then moves on without it, and it gets a GAP and coalesced data once it catches up. */
+static int window_full(client* c) {
+  if (!c->cur.window) return 0;
+  pthread_mutex_lock(&c->wmu);
+  uint64_t sent = c->sent;
+  pthread_mutex_unlock(&c->wmu);
+  pthread_mutex_lock(&c->mu);
+  uint64_t acked = c->acked;
+  pthread_mutex_unlock(&c->mu);
+  return sent > acked && sent - acked > c->cur.window;
+}
+
 static void* sender_main(void* arg) {
   client* c = arg;
   uint64_t seen = 0, last_send = 0, last_meta = 0;
@@ -636,7 +660,7 @@ static void* sender_main(void* arg) {
         struct timespec ts = {0, (long)(WS_BATCH_MIN_MS - (now - last_send)) * 1000000L};
         nanosleep(&ts, NULL);
       }
-      if (c->attached) pump_live(c);
+      if (c->attached && !window_full(c)) pump_live(c);
       last_send = now_ms();
       if (last_send - last_meta > 1000) {
         last_meta = last_send;
@@ -702,7 +726,7 @@ static int parse_sub(const char* js, size_t n, sub* s, char* err, size_t errcap)
   s->mask = 0xffffffffu;
   s->history_s = WS_HISTORY_DEFAULT_S;
   const char* op = json_key(js, n, "op");
-  if (!op || strncmp(op, "\"subscribe\"", 11) != 0) { snprintf(err, errcap, "op must be \\\"subscribe\\\""); return -1; }
+  if (!op || (size_t)(js + n - op) < 11 || strncmp(op, "\"subscribe\"", 11) != 0) { snprintf(err, errcap, "op must be \\\"subscribe\\\" or \\\"ack\\\""); return -1; }
   const char* p = json_key(js, n, "session");
   if (!p || *p != '"') { snprintf(err, errcap, "session (a string) is required"); return -1; }
   p++;
@@ -722,6 +746,10 @@ static int parse_sub(const char* js, size_t n, sub* s, char* err, size_t errcap)
   if ((r = json_num(js, n, "mask", &v)) != 0) {
     if (r < 0 || v < 0 || v > 4294967295.0 || v != (double)(uint32_t)v) { snprintf(err, errcap, "mask must be a 32-bit unsigned integer"); return -1; }
     s->mask = (uint32_t)v;
+  }
+  if ((r = json_num(js, n, "window", &v)) != 0) {
+    if (r < 0 || v < 0 || v > 1e12 || v != (double)(uint64_t)v) { snprintf(err, errcap, "window must be a byte count"); return -1; }
+    s->window = (uint64_t)v;
   }
   if ((r = json_num(js, n, "history_s", &v)) != 0) {
     if (r < 0 || v < 0 || v > 86400) { snprintf(err, errcap, "history_s must be 0..86400"); return -1; }
@@ -777,6 +805,19 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
   if (op != MG_WEBSOCKET_OPCODE_TEXT) return 1; /* pings are answered by civetweb; binary ignored */
   sub s;
   char err[160], reply[256];
+  const char* cmd = len <= 8192 ? json_key(data, len, "op") : NULL;
+  if (cmd && (size_t)(data + len - cmd) >= 5 && strncmp(cmd, "\"ack\"", 5) == 0) {
+    double v;
+    if (json_num(data, len, "bytes", &v) == 1 && v >= 0) {
+      pthread_mutex_lock(&c->mu);
+      c->acked = (uint64_t)v;
+      pthread_mutex_unlock(&c->mu);
+      on_data(NULL);
+    } else {
+      send_text(c, "{\"type\":\"error\",\"error\":\"ack needs bytes (a count)\"}");
+    }
+    return 1;
+  }
   if (len > 8192) {
     send_text(c, "{\"type\":\"error\",\"error\":\"message too long\"}");
   } else if (parse_sub(data, len, &s, err, sizeof err) == 0) {

@@ -14,7 +14,8 @@ const { SessionData } = await import(path.join(SRC, 'web/js/store.js'));
 function openStream(relay, opts = {}) {
   const q = relay.token && !opts.noToken ? '?token=' + (opts.token || relay.token) : '';
   const ws = new TestSocket(`ws://127.0.0.1:${relay.http}/api/stream${q}`, opts.headers);
-  const c = { ws, sd: null, texts: [], resets: 0, historyDone: false, messages: 0, errors: [], closed: false };
+  const c = { ws, sd: null, texts: [], resets: 0, historyDone: false, messages: 0, errors: [], closed: false, gaps: [], ack: true, bytes: 0 };
+  c.sendAck = () => ws.send(JSON.stringify({ op: 'ack', bytes: c.bytes }));
   c.opened = new Promise((res, rej) => { ws.onopen = () => res(); ws.onerror = (e) => rej(new Error('websocket error')); });
   ws.onclose = () => { c.closed = true; };
   ws.onmessage = (ev) => {
@@ -26,6 +27,9 @@ function openStream(relay, opts = {}) {
         return c.sd;
       });
       if (sum.historyDone) c.historyDone = true;
+      if (sum.gap) c.gaps.push(sum.gap);
+      c.bytes = (sum.type === MSG.RESET ? 0 : c.bytes) + ev.data.byteLength;
+      if (c.ack) c.sendAck();
     } catch (e) { c.errors.push(e.message); }
   };
   c.send = (o) => ws.send(typeof o === 'string' ? o : JSON.stringify(o));
@@ -122,6 +126,28 @@ describe('stream and serving (no token)', () => {
     c.send({ op: 'subscribe', session: session.id, history_s: 1 });
     await until(() => c.historyDone, 10000, 'history after errors');
     c.ws.close();
+  });
+
+  test('a slow browser gets a gap notice and coalesced data; the others do not notice', async () => {
+    // flow control: the slow one stops acknowledging, so the relay holds live data back from it
+    const slow = openStream(relay), fast = openStream(relay);
+    await Promise.all([slow.opened, fast.opened]);
+    slow.ack = false;
+    for (const c of [slow, fast]) c.send({ op: 'subscribe', session: session.id, history_s: 1, window: 32768 });
+    await until(() => slow.historyDone && fast.historyDone, 10000, 'histories');
+    const zFast = fast.sd.zoneCount, zSlow = slow.sd.zoneCount;
+    await until(() => fast.sd.zoneCount > zFast + 40000, 20000, 'the fast browser getting more than the live ring holds');
+    assert.ok(slow.sd.zoneCount - zSlow < 20000, 'the slow one was held back');
+    assert.equal(slow.gaps.length, 0);
+    slow.ack = true;
+    slow.sendAck();
+    await until(() => slow.gaps.length > 0, 10000, 'a GAP record for the slow browser');
+    const g = slow.gaps[0];
+    assert.ok(g.to > g.from && g.zones > 0, JSON.stringify(g));
+    const z1 = slow.sd.zoneCount;
+    await until(() => slow.sd.zoneCount > z1, 10000, 'live data again after the gap');
+    assert.equal(fast.gaps.length, 0, 'the fast browser lost nothing');
+    slow.ws.close(); fast.ws.close();
   });
 
   test('many browsers at once each get their own stream', async () => {

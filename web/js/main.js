@@ -100,7 +100,7 @@ function newSessionData(sid) {
 function subscribe() {
   if (!app.current) return;
   app.subscription++;
-  stream.subscribe({ session: app.current, level: app.level, mask: app.mask >>> 0 });
+  stream.subscribe({ session: app.current, level: app.level, mask: app.mask >>> 0, window: 8 << 20 });
 }
 
 function selectSession(id) {

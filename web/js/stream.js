@@ -132,7 +132,10 @@ export class Stream {
     ws.onopen = () => { this.retry = 250; if (this.sub) ws.send(JSON.stringify(this.sub)); this.h.onOpen && this.h.onOpen(); };
     ws.onmessage = (ev) => {
       if (typeof ev.data === 'string') { try { this.h.onText(JSON.parse(ev.data)); } catch (e) { console.warn('stream text', e); } }
-      else this.h.onBinary(ev.data);
+      else {
+        this.h.onBinary(ev.data);
+        this.ackAfter(ev.data);
+      }
     };
     ws.onclose = () => {
       this.h.onClose && this.h.onClose();
@@ -141,6 +144,22 @@ export class Stream {
       this.retry = Math.min(this.retry * 2, 4000);
     };
     this.ws = ws;
+  }
+  // Flow control (docs/API.md): acknowledge the bytes decoded since the last RESET, so the relay
+  // holds live data back while this page is busy instead of piling it up in the browser.
+  ackAfter(buf) {
+    const u8 = new Uint8Array(buf, 0, Math.min(4, buf.byteLength));
+    if (u8[3] === MSG.RESET) { this.acked = 0; this.bytes = 0; }
+    this.bytes = (this.bytes || 0) + buf.byteLength;
+    const now = performance.now();
+    if (this.bytes - (this.acked || 0) > 262144 || now - (this.lastAck || 0) > 20) this.flushAck();
+    else if (!this.ackTimer) this.ackTimer = setTimeout(() => this.flushAck(), 25);
+  }
+  flushAck() {
+    clearTimeout(this.ackTimer); this.ackTimer = null;
+    if (this.bytes === this.acked) return;
+    this.acked = this.bytes; this.lastAck = performance.now();
+    this.send({ op: 'ack', bytes: this.bytes });
   }
   subscribe(sub) {
     this.sub = Object.assign({ op: 'subscribe' }, sub);
