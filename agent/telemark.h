@@ -76,10 +76,10 @@ typedef struct tmk_clock {
 } tmk_clock;
 
 typedef struct tmk_agent_desc {
-  const char* relay_host;     /* 0: "127.0.0.1" */
+  const char* relay_host;     /* 0: "127.0.0.1" (name or address; copied) */
   uint16_t relay_port;        /* 0: 7720 */
   tmk_transport transport;    /* 0: auto */
-  const char* program;        /* 0: "telemark-app" */
+  const char* program;        /* 0: "telemark-app" (copied, at most 127 bytes) */
   const char* file_path;      /* file transport; 0: "telemark.tmk" */
   tmk_write_callback write;   /* callback transport */
   uint32_t ring_bytes;        /* per thread, rounded down to a power of two; 0: from arena */
@@ -175,8 +175,8 @@ uint64_t tmk_ticks_per_second(void);
 
 /* ---- Internal entry points used by the macros (do not call directly) ---------------------- */
 extern uint32_t tmk__filter[8];
-void tmk__zone_begin(tmk_zone_ctx* z, tmk_site* site);
-void tmk__zone_end(tmk_zone_ctx* z);
+uint64_t tmk__zone_begin(void);
+void tmk__zone_end(tmk_site* site, uint64_t start);
 void tmk__marker_begin(tmk_site* site, int pass, const void* data, size_t len);
 void tmk__marker_end(const void* data, size_t len);
 void tmk__frame(tmk_site* site);
@@ -201,15 +201,19 @@ void tmk__message(tmk_site* site, const char* text, size_t len);
   static tmk_site var = {(name), __FILE__, (uint32_t)__LINE__, (uint32_t)(color), \
                          (uint32_t)(verb), (uint8_t)(kind), (uint8_t)(sev), 0, 0, 0}
 
+/* The zone context stays in registers: begin returns the start time, end gets both values. */
 static inline tmk_zone_ctx tmk__zone_open(tmk_site* site, int pass) {
   tmk_zone_ctx z;
   z.site = 0;
   z.start = 0;
-  if (pass) tmk__zone_begin(&z, site);
+  if (pass) {
+    z.site = site;
+    z.start = tmk__zone_begin();
+  }
   return z;
 }
 static inline void tmk__zone_close(tmk_zone_ctx* z) {
-  if (z->site) tmk__zone_end(z);
+  if (z->site) tmk__zone_end(z->site, z->start);
 }
 
 #ifdef __cplusplus

@@ -79,7 +79,7 @@ static tmk__thread* attach_thread(void) {
   uint32_t i;
   if (!tmk_port_load32_acquire(&tmk__g.running)) return NULL;
   for (i = 0; i < tmk__g.nthreads; i++) {
-    tmk__thread* t = &tmk__g.threads[i];
+    tmk__thread* t = tmk__slot(i);
     uint32_t expected = TMK__SLOT_FREE;
     if (tmk_port_load32_relaxed(&t->state) != TMK__SLOT_FREE) continue;
     if (!tmk_port_cas32(&t->state, &expected, (uint32_t)TMK__SLOT_CLAIMING)) continue;
@@ -193,23 +193,27 @@ static void push_event(tmk__thread* t, uint32_t type, uint32_t aux, tmk_site* si
  * Hot path entry points (called by the macros in telemark.h)
  * ========================================================================================== */
 
-void tmk__zone_begin(tmk_zone_ctx* z, tmk_site* site) {
+/* A thread without a slot (none free, agent stopped) gets a start time but no depth; its
+ * tmk__zone_end finds no slot either, so the pair stays balanced and records nothing. */
+uint64_t tmk__zone_begin(void) {
   tmk__thread* t = cur_thread();
-  if (!t) return;
-  t->depth++;
-  z->site = site;
-  z->start = now_ticks();
+  if (TMK__LIKELY(t != NULL)) t->depth++;
+  return now_ticks();
 }
 
-void tmk__zone_end(tmk_zone_ctx* z) {
+void tmk__zone_end(tmk_site* site, uint64_t start) {
   uint64_t end = now_ticks();
   tmk__thread* t = own_thread();
   if (!t) return;
+  if (t->depth == 0) { /* begun before this thread had a slot: unpaired, counted */
+    count_drop(t, TMK_DROP_MISMATCH);
+    return;
+  }
   t->depth--;
   if (!ring_reserve(t, 4)) return;
   ring_put(t, 0, entry_header(TMK__E_ZONE, 0, 0, t->depth));
-  ring_put(t, 1, (uint64_t)(uintptr_t)z->site);
-  ring_put(t, 2, z->start);
+  ring_put(t, 1, (uint64_t)(uintptr_t)site);
+  ring_put(t, 2, start);
   ring_put(t, 3, end);
   ring_commit(t, 4);
 }
@@ -363,7 +367,7 @@ static void flusher_main(void* arg) {
       int due = waiters || now - tmk__g.last_pump_ms >= tmk__g.flush_interval_ms;
       uint32_t i;
       for (i = 0; i < tmk__g.nthreads && !due; i++) { /* a ring over half full drains early */
-        tmk__thread* t = &tmk__g.threads[i];
+        tmk__thread* t = tmk__slot(i);
         due = tmk_port_load32_relaxed(&t->head) - t->tail > tmk__g.ring_words / 2;
       }
       if (due) {
@@ -400,9 +404,13 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   memset(&tmk__g, 0, sizeof tmk__g);
   tmk__g.gen = gen;
   tmk__g.desc = d;
-  tmk__g.host = d.relay_host ? d.relay_host : "127.0.0.1";
+  if (d.relay_host && strlen(d.relay_host) >= sizeof tmk__g.host_buf) return TMK_EINVAL;
+  strcpy(tmk__g.host_buf, d.relay_host ? d.relay_host : "127.0.0.1");
+  tmk__g.host = tmk__g.host_buf;
   if (!d.relay_port) tmk__g.desc.relay_port = TMK_PROTO_DEFAULT_PORT;
-  tmk__g.program = d.program ? d.program : "telemark-app";
+  strncpy(tmk__g.program_buf, d.program ? d.program : "telemark-app",
+          sizeof tmk__g.program_buf - 1);
+  tmk__g.program = tmk__g.program_buf;
   if (!d.file_path) tmk__g.desc.file_path = "telemark.tmk";
   tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
   tmk__g.overflow = (uint32_t)d.overflow;
@@ -450,11 +458,12 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
     if (ring_bytes < 256) return TMK_ENOMEM;
   }
   if (threads == 0 || (size_t)threads * (ring_bytes + slot_bytes) > remaining) return TMK_ENOMEM;
-  tmk__g.threads = (tmk__thread*)(void*)carve(&p, end, threads * sizeof(tmk__thread));
+  tmk__g.slot_stride = (uint32_t)((sizeof(tmk__thread) + 63u) & ~(size_t)63u);
+  tmk__g.threads = (tmk__thread*)(void*)carve(&p, end, (size_t)threads * tmk__g.slot_stride);
   if (!tmk__g.threads) return TMK_ENOMEM;
-  memset(tmk__g.threads, 0, threads * sizeof(tmk__thread));
+  memset(tmk__g.threads, 0, (size_t)threads * tmk__g.slot_stride);
   for (i = 0; i < threads; i++) {
-    tmk__thread* t = &tmk__g.threads[i];
+    tmk__thread* t = tmk__slot(i);
     t->buf = (uint64_t*)(void*)carve(&p, end, ring_bytes);
     if (!t->buf) {
       threads = i;

@@ -60,23 +60,27 @@ typedef struct tmk__agent {
   uint32_t clk_bits;  /* clock override width when it wraps (8..32), else 0 */
   uint32_t clk_e;   /* extended clock bits (bits-1 .. bits+30), kept fresh by the flusher */
   uint32_t overflow;
-  uint32_t waiters; /* producers blocked in wait mode */
-  uint32_t no_thread_drops;
   uint64_t (*clk_fn)(void*);
   void* clk_user;
   tmk__thread* threads;
   uint32_t nthreads;
   uint32_t ring_words;
   uint32_t has_flusher_thread;
+  uint32_t slot_stride; /* bytes between slots: a multiple of 64, so no two threads share a
+                           cache line */
   uint8_t pad0[64];
+  uint32_t waiters; /* producers blocked in wait mode */
+  uint32_t no_thread_drops;
 
   /* flusher side */
   uint32_t flush_lock;
   uint32_t stop;
   tmk_port_thread flusher;
   tmk_agent_desc desc;
-  const char* host;
-  const char* program;
+  const char* host;    /* -> host_buf: the caller's strings need not outlive init */
+  const char* program; /* -> program_buf */
+  char host_buf[256];
+  char program_buf[128];
   const char* team_names[32];
   uint64_t freq;
   uint64_t session_id;
@@ -126,6 +130,10 @@ typedef struct tmk__agent {
 } tmk__agent;
 
 extern tmk__agent tmk__g;
+
+static inline tmk__thread* tmk__slot(uint32_t i) {
+  return (tmk__thread*)(void*)((uint8_t*)tmk__g.threads + (size_t)i * tmk__g.slot_stride);
+}
 
 /* tmk_agent.c */
 uint64_t tmk__now_ticks(void);

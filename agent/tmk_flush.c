@@ -288,7 +288,7 @@ void tmk__account_drops(void) {
   uint32_t i, cur;
   int r;
   for (i = 0; i < g->nthreads; i++) {
-    tmk__thread* t = &g->threads[i];
+    tmk__thread* t = tmk__slot(i);
     for (r = 0; r < TMK_DROP_REASON_COUNT; r++) {
       cur = tmk_port_load32_relaxed(&t->drops[r]);
       g->drops[r] += (uint32_t)(cur - t->seen[r]);
@@ -322,7 +322,7 @@ static void emit_meta(void) {
   rec r;
   for (s = g->sites; s; s = s->next) emit_site(s);
   for (i = 0; i < g->nthreads; i++) {
-    tmk__thread* t = &g->threads[i];
+    tmk__thread* t = tmk__slot(i);
     if (!t->name_len) continue;
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_THREAD_NAME;
@@ -369,10 +369,11 @@ static void update_clock_extension(void) {
 
 int tmk__flush_cycle(int full) {
   tmk__agent* g = &tmk__g;
-  uint64_t before = g->packets_sent, now = tmk__ms();
+  uint64_t before = g->packets_sent, now;
   uint32_t i;
   update_clock_extension();
-  tmk__transport_tick();
+  tmk__transport_tick(); /* may (re)connect and send a HELLO: read the time after it */
+  now = tmk__ms();
   if (!g->welcomed && !g->rejected &&
       (g->transport == TMK_TRANSPORT_UDP || g->transport == TMK_TRANSPORT_TCP) &&
       now - g->last_hello_ms >= HELLO_INTERVAL_MS)
@@ -383,7 +384,7 @@ int tmk__flush_cycle(int full) {
     emit_meta();
   }
   for (i = 0; i < g->nthreads; i++) {
-    tmk__thread* t = &g->threads[i];
+    tmk__thread* t = tmk__slot(i);
     uint32_t state = tmk_port_load32_acquire(&t->state);
     if (state == TMK__SLOT_FREE || state == TMK__SLOT_CLAIMING) continue;
     drain_thread(t);

@@ -7,8 +7,10 @@
 
 #define TCP_RETRY_MS 500u
 #define TCP_CONNECT_TIMEOUT_MS 2000u
-#define TCP_SEND_TIMEOUT_MS 1000u
-#define UDP_SEND_WAIT_MS 5u
+/* How long a full socket may hold up a send: the flusher thread can wait; tmk_agent_pump() runs
+ * on the game's thread and must not. */
+#define TCP_SEND_TIMEOUT_MS(g) ((g)->has_flusher_thread ? 1000u : 2u)
+#define UDP_SEND_WAIT_MS(g) ((g)->has_flusher_thread ? 5u : 0u)
 
 static const char* transport_name(tmk_transport t) {
   switch (t) {
@@ -101,7 +103,7 @@ static void tcp_up(void) {
 
 static int send_all_tcp(const uint8_t* p, size_t len) {
   tmk__agent* g = &tmk__g;
-  uint64_t deadline = tmk__ms() + TCP_SEND_TIMEOUT_MS;
+  uint64_t deadline = tmk__ms() + TCP_SEND_TIMEOUT_MS(g);
   while (len > 0) {
     int n = tmk_port_send(&g->sock, p, len);
     if (n > 0) {
@@ -110,7 +112,7 @@ static int send_all_tcp(const uint8_t* p, size_t len) {
       continue;
     }
     if (n == TMK_EAGAIN && tmk__ms() < deadline) {
-      if (tmk_port_wait_writable(&g->sock, 50) >= 0) continue;
+      if (tmk_port_wait_writable(&g->sock, 2) >= 0) continue;
     }
     tcp_down(n == TMK_EAGAIN ? "send timed out" : tmk_strerror(n));
     return n == TMK_EAGAIN ? TMK_EAGAIN : n;
@@ -124,7 +126,8 @@ int tmk__transport_send(uint8_t* packet, size_t len) {
   int plen, rc = 0;
   if (g->transport == TMK_TRANSPORT_UDP) {
     int n = tmk_port_send(&g->sock, packet, len);
-    if (n == TMK_EAGAIN && tmk_port_wait_writable(&g->sock, UDP_SEND_WAIT_MS) > 0)
+    if (n == TMK_EAGAIN && UDP_SEND_WAIT_MS(g) &&
+        tmk_port_wait_writable(&g->sock, UDP_SEND_WAIT_MS(g)) > 0)
       n = tmk_port_send(&g->sock, packet, len);
     if (n < 0) return n;
     g->bytes_sent += len;

@@ -32,9 +32,21 @@
 #define TMK__TAG_LEAF_SHORT 0x80 /* 0x80..0xFF: site 1..128 */
 #define TMK__OPEN_SHORT_MAX 64u
 #define TMK__LEAF_SHORT_MAX 128u
-#define TMK__CLOSE_MAX 11u     /* tag + 10-byte varint */
+#define TMK__CLOSE_MAX 14u     /* tag + the longest number code, rounded up to whole bytes */
+#define TMK__ZONE_MAX 56u      /* AT + tag + site + two longest number codes, and then some */
+#define TMK__RICE_ESC 6u       /* unary length that announces an escaped number (§5.0) */
+#define TMK__NUM_GAP 0         /* number contexts */
+#define TMK__NUM_DUR 1
+#define TMK__NUM_CLOSE 2
+#define TMK__NUM_FRESH 3 /* duration of a leaf whose site has no prediction yet */
+#define TMK__NSTATE0 (16u * 6u) /* initial context state: numbers of 6 bits */
 #define TMK__HALF 0x8000000000000000ull
-#define TMK__APREFIX 3u        /* room for the record stream's length (body <= 65536) */
+#if defined(__GNUC__) || defined(__clang__)
+#define TMK__HOT static inline __attribute__((always_inline))
+#else
+#define TMK__HOT static
+#endif
+#define TMK__APREFIX 6u        /* room for the two stream lengths (3 bytes each, body <= 65536) */
 
 /* =============================================================================================
  * Primitives (§3)
@@ -152,6 +164,52 @@ static uint64_t tmk__get_u64(const uint8_t* b, int big_endian) {
   return v;
 }
 
+/* ---- Number stream coding (§5.0): adaptive Rice codes, one running mean per context ---- */
+
+/* Bit length of v (0 for 0), and the number of trailing one bits of v capped at `cap`. */
+#if defined(__GNUC__) || defined(__clang__)
+static unsigned tmk__bitlen(uint64_t v) { return v ? 64u - (unsigned)__builtin_clzll(v) : 0; }
+static unsigned tmk__ones(uint64_t v, unsigned cap) {
+  return (unsigned)__builtin_ctzll(~v | (1ull << cap));
+}
+#else
+static unsigned tmk__bitlen(uint64_t v) {
+  unsigned n = 0;
+  while (v) {
+    n++;
+    v >>= 1;
+  }
+  return n;
+}
+static unsigned tmk__ones(uint64_t v, unsigned cap) {
+  unsigned n = 0;
+  while (n < cap && ((v >> n) & 1)) n++;
+  return n;
+}
+#endif
+
+/* A context's state is 16 times the running mean of its numbers' bit lengths, so one outlier
+ * moves the Rice parameter by a bit or two instead of throwing it off for many numbers. */
+static unsigned tmk__rice_k(uint32_t state) {
+  unsigned len = (state + 12) >> 4;
+  return len > 1 ? len - 1 : 0;
+}
+
+static uint32_t tmk__rice_update(uint32_t state, uint64_t v) {
+  return state - (state >> 4) + tmk__bitlen(v);
+}
+
+static void tmk__nstate_init(uint32_t* s) {
+  unsigned i;
+  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) s[i] = TMK__NSTATE0;
+}
+
+/* Length in bits of v's code with parameter k. */
+static unsigned tmk__rice_bits(uint64_t v, unsigned k) {
+  uint64_t q = v >> k;
+  return q < TMK__RICE_ESC ? (unsigned)q + 1 + k : TMK__RICE_ESC + 6 + tmk__bitlen(v);
+}
+
 /* =============================================================================================
  * Header (§2)
  * =========================================================================================== */
@@ -249,21 +307,29 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
 #endif
   }
   r->zone_cursor = r->event_cursor = r->hdr.base_time;
-  r->q = r->end;
+  r->q = r->end; /* control packets have no number stream */
+  tmk__nstate_init(r->nstate);
   if (r->hdr.type == TMK_PKT_DATA) {
-    /* varint(record stream length), record stream, number stream read from the end (§5). */
-    uint64_t a;
-    int m = tmk_proto_varint_get(r->p, r->end, &a);
-    if (m < 0) {
-      r->done = m;
-      return m;
+    /* varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
+    uint64_t a, b;
+    int m1, m2 = 0;
+    m1 = tmk_proto_varint_get(r->p, r->end, &a);
+    if (m1 > 0) m2 = tmk_proto_varint_get(r->p + m1, r->end, &b);
+    if (m1 < 0 || m2 < 0) {
+      r->done = m1 < 0 ? m1 : m2;
+      return r->done;
     }
-    if (a > (uint64_t)(r->end - r->p - m)) {
+    r->p += m1 + m2;
+    if (a > TMK_PROTO_MAX_BODY || b > TMK_PROTO_MAX_BODY || a + b > (uint64_t)(r->end - r->p)) {
       r->done = TMK_ETRUNC;
       return TMK_ETRUNC;
     }
-    r->p += m;
+    if (a + b != (uint64_t)(r->end - r->p)) {
+      r->done = TMK_ECORRUPT; /* bytes after the number stream */
+      return TMK_ECORRUPT;
+    }
     r->end = r->p + a;
+    r->q = r->end + b;
   }
   r->done = 0;
   return 0;
@@ -273,36 +339,72 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
 typedef struct tmk__in {
   const uint8_t* p;
   const uint8_t* end;
-  const uint8_t* q; /* number stream: read backwards from q down to `end` */
+  const uint8_t* q; /* number stream: bytes are taken from q down to `end` */
+  uint64_t acc;     /* number stream bits taken but not used, LSB first */
+  unsigned nbits;
+  uint32_t* nstate;
   int err;
 } tmk__in;
 
-/* Reads the next entry of the number stream (§5): its last byte is the one just below q. */
-static uint64_t tmk__in_num(tmk__in* in) {
-  const uint8_t* s;
-  uint64_t v = 0;
-  if (in->err) return 0;
-  if (in->q <= in->end) {
+TMK__HOT void tmk__in_refill(tmk__in* in) {
+  while (in->nbits <= 56 && in->q > in->end) {
+    in->acc |= (uint64_t)*--in->q << in->nbits;
+    in->nbits += 8;
+  }
+}
+
+/* Takes n <= 32 bits from the number stream. */
+static uint64_t tmk__in_bits(tmk__in* in, unsigned n) {
+  uint64_t v;
+  if (n == 0) return 0;
+  tmk__in_refill(in);
+  if (in->nbits < n) {
     in->err = TMK_ETRUNC;
     return 0;
   }
-  s = in->q - 1;
-  if (*s & 0x80) {
-    in->err = TMK_ECORRUPT;
-    return 0;
-  }
-  while (s > in->end && (s[-1] & 0x80)) {
-    s--;
-    if (in->q - s > 10) {
-      in->err = TMK_EVARINT;
+  v = in->acc & ((1ull << n) - 1);
+  in->acc >>= n;
+  in->nbits -= n;
+  return v;
+}
+
+/* Reads the next number of context `ctx` from the number stream (§5.0). */
+TMK__HOT uint64_t tmk__in_num(tmk__in* in, unsigned ctx) {
+  unsigned k, ones;
+  uint64_t v;
+  if (in->err) return 0;
+  k = tmk__rice_k(in->nstate[ctx]);
+  tmk__in_refill(in);
+  ones = tmk__ones(in->acc, TMK__RICE_ESC);
+  if (ones < TMK__RICE_ESC && ones + 1 + k <= in->nbits) {
+    /* the common case: the whole code is in the accumulator */
+    unsigned n = ones + 1 + k;
+    v = ((uint64_t)ones << k) | ((in->acc >> (ones + 1)) & ((1ull << k) - 1));
+    in->acc = n < 64 ? in->acc >> n : 0;
+    in->nbits -= n;
+  } else if (ones < TMK__RICE_ESC) {
+    if (in->nbits < ones + 1) {
+      in->err = TMK_ETRUNC;
       return 0;
     }
+    in->acc >>= ones + 1;
+    in->nbits -= ones + 1;
+    v = ((uint64_t)ones << k) | tmk__in_bits(in, k < 32 ? k : 32);
+    if (k > 32) v |= tmk__in_bits(in, k - 32) << 32;
+  } else {
+    unsigned n;
+    if (in->nbits < TMK__RICE_ESC) {
+      in->err = TMK_ETRUNC;
+      return 0;
+    }
+    in->acc >>= TMK__RICE_ESC;
+    in->nbits -= TMK__RICE_ESC;
+    n = (unsigned)tmk__in_bits(in, 6) + 1;
+    v = tmk__in_bits(in, n < 32 ? n : 32);
+    if (n > 32) v |= tmk__in_bits(in, n - 32) << 32;
   }
-  if (tmk_proto_varint_get(s, in->q, &v) != in->q - s) {
-    in->err = TMK_EVARINT;
-    return 0;
-  }
-  in->q = s;
+  if (in->err) return 0;
+  in->nstate[ctx] = tmk__rice_update(in->nstate[ctx], v);
   return v;
 }
 
@@ -383,6 +485,9 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
   in.p = r->p;
   in.end = r->end;
   in.q = r->q;
+  in.acc = r->nacc;
+  in.nbits = r->nbits;
+  in.nstate = r->nstate;
   in.err = 0;
   for (;;) {
     unsigned tag;
@@ -391,7 +496,8 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
     if (in.p >= in.end) {
       r->p = in.p;
       if (r->nopen) return tmk__fail(r, TMK_ENEST);
-      if (in.q != in.end) return tmk__fail(r, TMK_ECORRUPT); /* numbers left over */
+      /* Every number used: nothing but the last byte's zero padding may be left (§5.0). */
+      if (in.q != in.end || in.nbits >= 8 || in.acc != 0) return tmk__fail(r, TMK_ECORRUPT);
       return 0;
     }
     tag = *in.p++;
@@ -408,16 +514,18 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
         site = tag - TMK__TAG_OPEN_SHORT + 1;
       else
         site = tmk__in_u32(&in);
-      gap = tmk__in_num(&in);
+      gap = tmk__in_num(&in, TMK__NUM_GAP);
       if (in.err) return tmk__fail(r, in.err);
       if (depth > 0xFFFFFFFFull) return tmk__fail(r, TMK_ERANGE);
       start = r->zone_cursor + gap;
       if (is_leaf) {
         unsigned slot = site & (TMK_PROTO_PREDICT_SLOTS - 1);
-        uint64_t pred = r->predict[slot].site == site ? r->predict[slot].duration : 0;
-        uint64_t dur = pred + tmk__unzz(tmk__in_num(&in));
+        int hit = r->predict[slot].used && r->predict[slot].site == site;
+        uint64_t pred = hit ? r->predict[slot].duration : 0;
+        uint64_t dur = pred + tmk__unzz(tmk__in_num(&in, hit ? TMK__NUM_DUR : TMK__NUM_FRESH));
         if (in.err) return tmk__fail(r, in.err);
         r->predict[slot].site = site;
+        r->predict[slot].used = 1;
         r->predict[slot].duration = dur;
         r->zone_cursor = start + dur;
         rec->type = TMK_REC_ZONE;
@@ -427,6 +535,8 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
         rec->u.zone.depth = (uint32_t)depth;
         r->p = in.p;
         r->q = in.q;
+        r->nacc = in.acc;
+        r->nbits = in.nbits;
         return 1;
       }
       if (r->nopen >= TMK_PROTO_MAX_OPEN) return tmk__fail(r, TMK_ENEST);
@@ -441,7 +551,7 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
       case TMK__TAG_CLOSE: {
         uint64_t end;
         if (r->nopen == 0) return tmk__fail(r, TMK_ENEST);
-        end = r->zone_cursor + tmk__in_num(&in);
+        end = r->zone_cursor + tmk__in_num(&in, TMK__NUM_CLOSE);
         if (in.err) return tmk__fail(r, in.err);
         r->nopen--;
         rec->type = TMK_REC_ZONE;
@@ -452,6 +562,8 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
         r->zone_cursor = end;
         r->p = in.p;
         r->q = in.q;
+        r->nacc = in.acc;
+        r->nbits = in.nbits;
         return 1;
       }
       case TMK__TAG_AT: {
@@ -560,6 +672,8 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
     }
     r->p = in.p;
     r->q = in.q;
+    r->nacc = in.acc;
+    r->nbits = in.nbits;
     return 1;
   }
 }
@@ -572,6 +686,9 @@ static int tmk__body(tmk_proto_reader* r, int type, tmk__in* in) {
   in->p = r->p;
   in->end = r->end;
   in->q = r->end;
+  in->acc = 0;
+  in->nbits = 0;
+  in->nstate = r->nstate;
   in->err = 0;
   return 0;
 }
@@ -633,7 +750,8 @@ int tmk_proto_read_control(tmk_proto_reader* r, tmk_proto_control* c) {
  * =========================================================================================== */
 
 int tmk_proto_writer_init(tmk_proto_writer* w, void* body, size_t cap) {
-  if (!w || !body || cap < 64 || cap > TMK_PROTO_MAX_BODY) return TMK_EINVAL;
+  if (!w || !body || cap < 64 || cap > TMK_PROTO_MAX_PACKET - TMK_PROTO_MAX_HEADER)
+    return TMK_EINVAL;
   memset(w, 0, sizeof *w);
   w->buf = (uint8_t*)body;
   w->cap = (uint32_t)cap;
@@ -643,9 +761,12 @@ int tmk_proto_writer_init(tmk_proto_writer* w, void* body, size_t cap) {
 }
 
 void tmk_proto_writer_reset(tmk_proto_writer* w) {
-  w->len = 1;
+  w->len = 2;
   w->a_end = TMK__APREFIX;
   w->b_start = w->cap;
+  w->nacc = 0;
+  w->npend = 0;
+  tmk__nstate_init(w->nstate);
   w->sealed = 0;
   w->records = 0;
   w->zones = 0;
@@ -659,17 +780,18 @@ void tmk_proto_writer_reset(tmk_proto_writer* w) {
 }
 
 int tmk_proto_writer_empty(const tmk_proto_writer* w) {
-  return w->a_end == TMK__APREFIX && w->b_start == w->cap;
+  return w->a_end == TMK__APREFIX && w->b_start == w->cap && w->npend == 0;
 }
 
 static void tmk__w_size(tmk_proto_writer* w) {
   uint32_t a = w->a_end - TMK__APREFIX;
-  w->len = tmk__varint_size(a) + a + (w->cap - w->b_start);
+  uint32_t b = w->cap - w->b_start + (w->npend ? 1u : 0u);
+  w->len = tmk__varint_size(a) + tmk__varint_size(b) + a + b;
 }
 
 static void tmk__w_open(tmk_proto_writer* w, tmk__ob* o) {
   o->p = w->buf + w->a_end;
-  o->end = w->buf + w->b_start;
+  o->end = w->buf + w->b_start - (w->npend ? 1 : 0); /* keep the number stream's last byte */
   o->ok = !w->sealed;
 }
 
@@ -830,12 +952,49 @@ int tmk_proto_put_team(tmk_proto_writer* w, uint32_t bit, const char* name, size
   return tmk__w_commit(w, &o);
 }
 
-/* Appends a varint to the number stream, which grows towards the front (§5): returns its new
- * first byte. */
-static uint8_t* tmk__bput(uint8_t* front, uint64_t v) {
-  front -= tmk__varint_size(v);
-  tmk_proto_varint_put(front, v);
-  return front;
+/* Number stream output (§5.0): bits collect LSB first and are stored a byte at a time in front
+ * of the bytes already stored, so the stream grows towards the record stream. */
+typedef struct tmk__nout {
+  uint8_t* front;
+  uint64_t acc;
+  unsigned pend;
+  uint32_t* state;
+} tmk__nout;
+
+/* Works on locals: the byte stores could alias *o, which would reload it every byte. */
+TMK__HOT void tmk__nout_bits(tmk__nout* o, uint64_t bits, unsigned n) { /* n <= 56 */
+  uint64_t acc = o->acc | (bits << o->pend);
+  unsigned pend = o->pend + n;
+  uint8_t* front = o->front;
+  while (pend >= 8) {
+    *--front = (uint8_t)acc;
+    acc >>= 8;
+    pend -= 8;
+  }
+  o->acc = acc;
+  o->pend = pend;
+  o->front = front;
+}
+
+TMK__HOT void tmk__nout_num(tmk__nout* o, unsigned ctx, uint64_t v) {
+  unsigned k = tmk__rice_k(o->state[ctx]);
+  uint64_t q = v >> k;
+  if (q < TMK__RICE_ESC && k <= 48) {
+    /* q ones, a zero, then the low k bits: one field of at most 55 bits */
+    uint64_t low = v & ((1ull << k) - 1);
+    tmk__nout_bits(o, ((1ull << q) - 1) | (low << (q + 1)), (unsigned)q + 1 + k);
+  } else if (q < TMK__RICE_ESC) { /* k > 48: the low bits go in two pieces */
+    tmk__nout_bits(o, (1ull << q) - 1, (unsigned)q + 1);
+    tmk__nout_bits(o, v & 0xFFFFFFFFull, 32);
+    tmk__nout_bits(o, (v >> 32) & ((1ull << (k - 32)) - 1), k - 32);
+  } else {
+    unsigned n = tmk__bitlen(v);
+    tmk__nout_bits(o, (1ull << TMK__RICE_ESC) - 1, TMK__RICE_ESC);
+    tmk__nout_bits(o, n - 1, 6);
+    tmk__nout_bits(o, v & 0xFFFFFFFFull, n < 32 ? n : 32);
+    if (n > 32) tmk__nout_bits(o, v >> 32, n - 32);
+  }
+  o->state[ctx] = tmk__rice_update(o->state[ctx], v);
 }
 
 /* Does zone `z` lie inside [from, end) measured from `cursor`, modulo 2^64? */
@@ -852,14 +1011,17 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   uint64_t cursor;
   uint32_t root_depth;
   uint8_t* p;
-  uint8_t* end;
+  tmk__nout num;
   size_t i;
   int had_base;
 
   if (!w || (!zones && n)) return TMK_EINVAL;
   if (w->sealed) return TMK_ESTATE;
   p = w->buf + w->a_end;
-  end = w->buf + w->b_start; /* the number stream's front: free space is [p, end) */
+  num.front = w->buf + w->b_start; /* free space is [p, num.front) */
+  num.acc = w->nacc;
+  num.pend = w->npend;
+  num.state = w->nstate;
   had_base = w->has_base;
   root_depth = w->root_depth;
   if (n == 0) return 0;
@@ -875,6 +1037,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     uint64_t zend = z->start + z->duration;
     int need_at = 0, is_open = 0;
     size_t need;
+    unsigned nbits, dctx = TMK__NUM_DUR;
     uint64_t gap, code = 0, pred;
     unsigned slot = z->site & (TMK_PROTO_PREDICT_SLOTS - 1);
 
@@ -884,28 +1047,37 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         break;
       nopen--;
       *p++ = TMK__TAG_CLOSE;
-      end = tmk__bput(end, open_end[nopen] - cursor);
+      tmk__nout_num(&num, TMK__NUM_CLOSE, open_end[nopen] - cursor);
       cursor = open_end[nopen];
     }
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
     if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
       const tmk_proto_zone* c = &zones[i + 1];
-      is_open = c->depth == z->depth + 1 && tmk__inside(z->start, zend, c);
+      is_open = z->depth != 0xFFFFFFFFu && c->depth == z->depth + 1 &&
+                tmk__inside(z->start, zend, c);
     }
 
     gap = need_at ? 0 : z->start - cursor;
-    need = (size_t)TMK__CLOSE_MAX * (nopen + (unsigned)is_open);
-    if (need_at) need += 1 + tmk__varint_size(z->depth) + tmk__varint_size(tmk__zz(z->start - cursor));
-    if (is_open) {
-      need += (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
-      need += tmk__varint_size(gap);
-    } else {
-      pred = w->predict[slot].site == z->site ? w->predict[slot].duration : 0;
+    if (!is_open) {
+      dctx = w->predict[slot].used && w->predict[slot].site == z->site ? TMK__NUM_DUR : TMK__NUM_FRESH;
+      pred = dctx == TMK__NUM_DUR ? w->predict[slot].duration : 0;
       code = tmk__zz(z->duration - pred);
-      need += (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
-      need += tmk__varint_size(gap) + tmk__varint_size(code);
     }
-    if ((size_t)(end - p) < need) break;
+    need = (size_t)TMK__CLOSE_MAX * (nopen + (unsigned)is_open);
+    if ((size_t)(num.front - p) < need + TMK__ZONE_MAX) {
+      /* Near the end of the packet: work out exactly what this zone takes. */
+      if (need_at) need += 1 + tmk__varint_size(z->depth) + tmk__varint_size(tmk__zz(z->start - cursor));
+      nbits = num.pend + tmk__rice_bits(gap, tmk__rice_k(num.state[TMK__NUM_GAP]));
+      if (is_open) {
+        need += (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
+      } else {
+        /* Contexts are separate, so coding the gap leaves the duration's state unchanged. */
+        need += (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
+        nbits += tmk__rice_bits(code, tmk__rice_k(num.state[dctx]));
+      }
+      need += (nbits + 7) / 8;
+      if ((size_t)(num.front - p) < need) break;
+    }
 
     if (need_at) {
       *p++ = TMK__TAG_AT;
@@ -921,7 +1093,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         *p++ = TMK__TAG_OPEN;
         p += tmk_proto_varint_put(p, z->site);
       }
-      end = tmk__bput(end, gap);
+      tmk__nout_num(&num, TMK__NUM_GAP, gap);
       open_end[nopen] = zend;
       open_depth[nopen] = z->depth;
       nopen++;
@@ -933,9 +1105,10 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         *p++ = TMK__TAG_LEAF;
         p += tmk_proto_varint_put(p, z->site);
       }
-      end = tmk__bput(end, gap);
-      end = tmk__bput(end, code);
+      tmk__nout_num(&num, TMK__NUM_GAP, gap);
+      tmk__nout_num(&num, dctx, code);
       w->predict[slot].site = z->site;
+      w->predict[slot].used = 1;
       w->predict[slot].duration = z->duration;
       cursor = zend;
     }
@@ -943,7 +1116,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   while (nopen) {
     nopen--;
     *p++ = TMK__TAG_CLOSE;
-    end = tmk__bput(end, open_end[nopen] - cursor);
+    tmk__nout_num(&num, TMK__NUM_CLOSE, open_end[nopen] - cursor);
     cursor = open_end[nopen];
   }
   if (i == 0 && !had_base) {
@@ -952,7 +1125,9 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     return 0;
   }
   w->a_end = (uint32_t)(p - w->buf);
-  w->b_start = (uint32_t)(end - w->buf);
+  w->b_start = (uint32_t)(num.front - w->buf);
+  w->nacc = num.acc;
+  w->npend = num.pend;
   tmk__w_size(w);
   w->zone_cursor = cursor;
   w->root_depth = root_depth;
@@ -980,17 +1155,24 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
   flags = w->big_endian ? TMK_PKT_F_BIG_ENDIAN : 0;
   base = w->has_base ? w->base_time : 0;
   if (!w->sealed) {
-    /* Body = varint(record stream length), record stream, number stream (§5). */
-    uint32_t a = w->a_end - TMK__APREFIX, b = w->cap - w->b_start;
-    unsigned pre = tmk__varint_size(a);
+    /* Body = varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
+    uint32_t a = w->a_end - TMK__APREFIX, b;
+    unsigned pre;
+    if (w->npend) { /* the last bits, zero-padded; room for this byte was kept */
+      w->buf[--w->b_start] = (uint8_t)w->nacc;
+      w->nacc = 0;
+      w->npend = 0;
+    }
+    b = w->cap - w->b_start;
+    pre = tmk__varint_size(a) + tmk__varint_size(b);
     memmove(w->buf + w->a_end, w->buf + w->b_start, b);
-    tmk_proto_varint_put(w->buf + TMK__APREFIX - pre, a);
-    w->b_start = w->a_end; /* now: body = buf[TMK__APREFIX - pre, a_end + b) */
-    w->sealed = 1;
     body_at = TMK__APREFIX - pre;
+    tmk_proto_varint_put(w->buf + body_at + tmk_proto_varint_put(w->buf + body_at, a), b);
+    w->b_start = body_at; /* once sealed, b_start is where the joined body begins */
+    w->sealed = 1;
     w->len = pre + a + b;
   } else {
-    body_at = TMK__APREFIX - tmk__varint_size(w->a_end - TMK__APREFIX);
+    body_at = w->b_start;
   }
 #if TMK__LZ4
   if (lz4_state && w->len >= 32) {

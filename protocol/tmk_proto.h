@@ -29,6 +29,7 @@ extern "C" {
 #define TMK_PROTO_MAX_OPEN 32         /* zone nesting inside one packet's zone tree */
 #define TMK_PROTO_PREDICT_SLOTS 32    /* leaf-duration predictor slots (§5.3) */
 #define TMK_PROTO_MAX_TEAMS 32        /* verbosity mask bits */
+#define TMK_PROTO_NUM_CONTEXTS 4      /* number-stream coding contexts (§5) */
 
 /* Packet types (header byte 5, §2). */
 enum {
@@ -236,6 +237,9 @@ typedef struct tmk_proto_reader {
   const uint8_t* p;      /* record stream cursor */
   const uint8_t* end;    /* end of the record stream = start of the number stream */
   const uint8_t* q;      /* number stream cursor: moves from the body's end towards `end` */
+  uint64_t nacc;         /* number stream bits read but not used yet, LSB first */
+  uint32_t nbits;
+  uint32_t nstate[TMK_PROTO_NUM_CONTEXTS];
   uint32_t thread;
   uint32_t root_depth;
   uint64_t zone_cursor;
@@ -247,6 +251,7 @@ typedef struct tmk_proto_reader {
   } open[TMK_PROTO_MAX_OPEN];
   struct {
     uint32_t site;
+    uint32_t used; /* 0: the slot is empty, whatever `site` says */
     uint64_t duration;
   } predict[TMK_PROTO_PREDICT_SLOTS];
   int done;
@@ -284,8 +289,11 @@ typedef struct tmk_proto_writer {
   uint8_t* buf;
   uint32_t cap;
   uint32_t len;     /* body bytes if the packet were finished now */
-  uint32_t a_end;   /* record stream: buf[3, a_end) (3 bytes kept for its length) */
+  uint32_t a_end;   /* record stream: buf[6, a_end) (6 bytes kept for the stream lengths) */
   uint32_t b_start; /* number stream: buf[b_start, cap), grows towards the front (§5) */
+  uint64_t nacc;    /* number stream bits not yet stored, LSB first */
+  uint32_t npend;
+  uint32_t nstate[TMK_PROTO_NUM_CONTEXTS];
   uint32_t records; /* records written since reset */
   uint32_t zones;   /* zones written since reset */
   uint64_t base_time;
@@ -298,12 +306,14 @@ typedef struct tmk_proto_writer {
   uint64_t event_cursor;
   struct {
     uint32_t site;
+    uint32_t used; /* 0: the slot is empty, whatever `site` says */
     uint64_t duration;
   } predict[TMK_PROTO_PREDICT_SLOTS];
 } tmk_proto_writer;
 
-/* Prepares a writer over `body` (cap bytes; use max_packet - TMK_PROTO_MAX_HEADER so the packet
- * always fits uncompressed). Returns 0 or TMK_EINVAL. */
+/* Prepares a writer over `body` (cap bytes, 64 .. TMK_PROTO_MAX_PACKET - TMK_PROTO_MAX_HEADER;
+ * use max_packet - TMK_PROTO_MAX_HEADER so the packet always fits uncompressed).
+ * Returns 0 or TMK_EINVAL. */
 int tmk_proto_writer_init(tmk_proto_writer* w, void* body, size_t cap);
 /* Empties the writer for the next packet (keeps buffer and byte order). */
 void tmk_proto_writer_reset(tmk_proto_writer* w);

@@ -99,9 +99,9 @@ tmk__store* tmk__store_new(size_t budget);
 void tmk__store_free(tmk__store* st);
 /* Sets the timer frequency used to convert ticks to ns for queries (0 = 1 tick per ns). */
 void tmk__store_set_freq(tmk__store* st, uint64_t freq);
-/* Decodes one DATA packet and stores its records. Returns the number of records decoded or a
- * negative TMK_E* code (records decoded before the error are kept; the packet counts as
- * malformed). `scratch` must hold TMK_PROTO_MAX_BODY bytes. */
+/* Decodes one DATA packet and stores its records: all of them, or none when any part of the
+ * packet fails to decode (it then counts as malformed). Returns the number of records stored or
+ * a negative TMK_E* code. `scratch` must hold TMK_PROTO_MAX_BODY bytes. */
 int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* scratch);
 /* Fills stats fields the store owns (records, zones, malformed, dropped_by_agent, evicted,
  * mem_bytes, unresolved_sites) and info fields (first_ns, last_ns, threads, sites,
@@ -143,8 +143,6 @@ typedef struct tmk__rec_writer {
   uint8_t* buf; /* pending PACKETS payload */
   size_t len, cap;
   uint64_t packets, bytes_written, chunks;
-  uint64_t last_flush_ms;
-  uint64_t last_sync_ms;
   int failed;
 } tmk__rec_writer;
 
@@ -166,7 +164,7 @@ typedef struct tmk__rec_stats {
 int tmk__rec_create(tmk__rec_writer* w, const char* path, const tmk__rec_session* s);
 /* Appends one raw packet (HELLO or DATA, as delivered). Flushes a chunk when the buffer passes
  * 64 KiB. Returns 0 or TMK_EIO. */
-int tmk__rec_packet(tmk__rec_writer* w, const uint8_t* packet, size_t len, uint64_t now_ms);
+int tmk__rec_packet(tmk__rec_writer* w, const uint8_t* packet, size_t len);
 /* Writes the pending packets as one chunk (write(2); fdatasync when sync). */
 int tmk__rec_flush(tmk__rec_writer* w, int sync);
 int tmk__rec_write_stats(tmk__rec_writer* w, const tmk__rec_stats* s);

@@ -252,6 +252,13 @@ static void put_session(tmk__json* j, const tmk_relay_session_info* in) {
   tmk__json_u64(j, in->first_ns);
   tmk__json_key(j, "last_ns");
   tmk__json_u64(j, in->last_ns);
+  tmk__json_key(j, "clock");
+  tmk__json_begin_obj(j);
+  tmk__json_key(j, "ns");
+  tmk__json_u64(j, in->clock_ns);
+  tmk__json_key(j, "unix_ns");
+  tmk__json_u64(j, in->clock_unix_ns);
+  tmk__json_end_obj(j);
   tmk__json_key(j, "created_unix_ns");
   tmk__json_u64(j, in->created_unix_ns);
   tmk__json_key(j, "threads");
@@ -282,10 +289,12 @@ static void put_session(tmk__json* j, const tmk_relay_session_info* in) {
  * Handlers
  * ------------------------------------------------------------------------------------------- */
 static int h_sessions(struct mg_connection* conn, tmk_relay* r) {
-  tmk_relay_session_info* infos = malloc(MAX_LIST * sizeof *infos);
+  int cap = tmk_relay_sessions(r, NULL, 0) + 16; /* a few more may appear meanwhile */
+  if (cap > MAX_LIST) cap = MAX_LIST;
+  tmk_relay_session_info* infos = malloc((size_t)cap * sizeof *infos);
   if (!infos) return send_error(conn, 500, "ENOMEM", "out of memory");
-  int n = tmk_relay_sessions(r, infos, MAX_LIST);
-  if (n > MAX_LIST) n = MAX_LIST;
+  int n = tmk_relay_sessions(r, infos, (size_t)cap);
+  if (n > cap) n = cap;
   tmk__json j;
   tmk__json_init(&j);
   tmk__json_begin_arr(&j);
@@ -360,9 +369,9 @@ static int h_zones(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk__json_init(&j);
   tmk__json_begin_obj(&j);
   tmk__json_key(&j, "columns");
-  static const char columns[] = "[\"start_ns\",\"dur_ns\",\"thread\",\"site\",\"depth\",\"flags\"]";
-  tmk__json_raw(&j, columns, sizeof columns - 1);
-  j.need_comma = 1; /* raw output does not track separators */
+  static const char cols[] = "[\"start_ns\",\"dur_ns\",\"thread\",\"site\",\"depth\",\"flags\"]";
+  tmk__json_raw(&j, cols, sizeof cols - 1);
+  j.need_comma = 1;
   tmk__json_key(&j, "zones");
   tmk__json_begin_arr(&j);
   zone_ctx c = {&j, 0};
@@ -411,6 +420,14 @@ static int event_cb(void* ud, const tmk_relay_event* e) {
   } else if (e->type == TMK_RELAY_EV_MARKER_BEGIN || e->type == TMK_RELAY_EV_MARKER_END) {
     tmk__json_key(j, "payload");
     tmk__json_str(j, e->text, e->text_len);
+    /* extra data is bytes, not necessarily text: also give it exactly */
+    char hex[2 * TMK_PROTO_MAX_PAYLOAD + 1];
+    uint32_t n = e->text_len <= TMK_PROTO_MAX_PAYLOAD ? e->text_len : TMK_PROTO_MAX_PAYLOAD;
+    for (uint32_t k = 0; k < n; k++)
+      snprintf(hex + 2 * k, 3, "%02x", (unsigned)(unsigned char)e->text[k]);
+    hex[2 * n] = 0;
+    tmk__json_key(j, "payload_hex");
+    tmk__json_cstr(j, hex);
   }
   tmk__json_end_obj(j);
   c->n++;

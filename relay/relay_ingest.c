@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "relay_internal.h"
 
@@ -50,6 +51,24 @@ int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b) {
 
 static size_t addr_len(const struct sockaddr* sa) {
   return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+/* The sender of the packet being handled; its "ip:port" text is only formatted when a log line
+ * or a new session needs it (formatting per packet would cost more than decoding it). */
+typedef struct src_ctx {
+  const struct sockaddr* addr;
+  tmk__conn* conn;
+  char str[64];
+  int have;
+} src_ctx;
+
+static const char* src_name(src_ctx* sc) {
+  if (!sc->have) {
+    if (sc->conn) snprintf(sc->str, sizeof sc->str, "%s", sc->conn->peer_str);
+    else tmk__addr_str(sc->addr, sc->str, sizeof sc->str);
+    sc->have = 1;
+  }
+  return sc->str;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -115,6 +134,17 @@ static void send_reject(tmk_relay* r, tmk__conn* c, const struct sockaddr* to, u
 /* ---------------------------------------------------------------------------------------------
  * Packets
  * ------------------------------------------------------------------------------------------- */
+
+/* A rejected agent keeps sending HELLO (§6) when our REJECT does not reach it; the REJECT goes
+ * out every time, the log line only the first time per session id (bounded memory). */
+static int first_reject(uint64_t sid) {
+  static uint64_t seen[256];
+  static unsigned next;
+  for (unsigned i = 0; i < 256; i++)
+    if (seen[i] == sid && sid) return 0;
+  seen[next++ % 256] = sid;
+  return 1;
+}
 static void deliver(void* ud, const uint8_t* p, size_t len, uint64_t seq) {
   (void)seq;
   tmk__session* s = ud;
@@ -152,15 +182,15 @@ static uint32_t per_source_limit(const tmk_relay* r) {
 
 /* Finds or creates the session for a packet from `src` (over `c` when TCP). */
 static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockaddr* src,
-                                 tmk__conn* c, const char* src_str, uint64_t now) {
+                                 tmk__conn* c, src_ctx* sc, uint64_t now) {
   tmk__session* s = tmk__session_find_sid(r, sid);
   if (s) return s;
   if (sessions_from_ip(r, src) >= per_source_limit(r)) {
     r->rejected_sessions++;
-    tmk__log_limited(TMK_LOG_WARN, src_str, now,
+    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
                      "%s: refused new session %016llx: this source already has %u sessions "
                      "(limit is half of --max-sessions)",
-                     src_str, (unsigned long long)sid, per_source_limit(r));
+                     src_name(sc), (unsigned long long)sid, per_source_limit(r));
     return NULL;
   }
   s = tmk__session_new(r, sid, NULL, 0);
@@ -170,14 +200,14 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
     r->rejected_sessions++;
     tmk__log_limited(TMK_LOG_WARN, "max-sessions", now,
                      "refused new session %016llx from %s: %u sessions are live (--max-sessions)",
-                     (unsigned long long)sid, src_str, r->cfg.max_sessions);
+                     (unsigned long long)sid, src_name(sc), r->cfg.max_sessions);
     return NULL;
   }
   memcpy(&s->addr, src, addr_len(src));
   s->has_addr = 1;
   pthread_mutex_lock(&s->mu);
   snprintf(s->info.transport, sizeof s->info.transport, "%s", c ? "tcp" : "udp");
-  snprintf(s->info.source, sizeof s->info.source, "%s", src_str);
+  snprintf(s->info.source, sizeof s->info.source, "%s", src_name(sc));
   pthread_mutex_unlock(&s->mu);
   if (r->cfg.record_all) {
     char err[256];
@@ -189,7 +219,7 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
 
 /* Binds a session to where its packets come from. Returns 0 if the packet may be used. */
 static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c,
-                       const char* src_str, int is_hello) {
+                       src_ctx* sc, int is_hello) {
   const struct sockaddr* bound =
       s->conn ? (const struct sockaddr*)&s->conn->peer : (const struct sockaddr*)&s->addr;
   if (c) {
@@ -203,7 +233,7 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
     s->has_addr = 1;
     pthread_mutex_lock(&s->mu);
     snprintf(s->info.transport, sizeof s->info.transport, "tcp");
-    snprintf(s->info.source, sizeof s->info.source, "%s", src_str);
+    snprintf(s->info.source, sizeof s->info.source, "%s", src_name(sc));
     pthread_mutex_unlock(&s->mu);
     return 0;
   }
@@ -223,7 +253,7 @@ static void mark_live(tmk__session* s, uint64_t now) {
 }
 
 static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_proto_header* h,
-                         const struct sockaddr* src, tmk__conn* c, const char* src_str,
+                         const struct sockaddr* src, tmk__conn* c, src_ctx* sc,
                          uint64_t now) {
   tmk_proto_reader rd;
   tmk_proto_hello hello;
@@ -231,8 +261,8 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   if (rc == 0) rc = tmk_proto_read_hello(&rd, &hello);
   if (rc < 0) {
     r->garbage++;
-    tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: bad HELLO for session %016llx (%s)",
-                     src_str, (unsigned long long)h->session_id, tmk_strerror(rc));
+    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: bad HELLO for session %016llx (%s)",
+                     src_name(sc), (unsigned long long)h->session_id, tmk_strerror(rc));
     send_reject(r, c, src, h->session_id, TMK_REJECT_BAD_HELLO,
                 "telemark-relay: malformed HELLO; update the agent to match the relay");
     return;
@@ -243,12 +273,13 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
              "telemark-relay %s speaks protocol %d, the agent speaks %u: rebuild the agent and "
              "relay from the same telemark version",
              TMK_RELAY_VERSION, TMK_PROTO_VERSION, hello.proto_version);
-    tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: REJECT session %016llx: %s", src_str,
-                     (unsigned long long)h->session_id, text);
+    if (first_reject(h->session_id))
+      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
+                       src_name(sc), (unsigned long long)h->session_id, text);
     send_reject(r, c, src, h->session_id, TMK_REJECT_VERSION, text);
     return;
   }
-  tmk__session* s = session_for(r, h->session_id, src, c, src_str, now);
+  tmk__session* s = session_for(r, h->session_id, src, c, sc, now);
   if (!s) {
     send_reject(r, c, src, h->session_id, TMK_REJECT_FULL,
                 "telemark-relay is full (--max-sessions); stop other targets or raise the limit");
@@ -256,13 +287,11 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   }
   int was_tcp = s->conn != NULL;
   int first = !s->info.has_hello;
-  if (bind_source(s, src, c, src_str, 1) != 0) {
-    pthread_mutex_lock(&s->mu);
-    s->info.stats.spoofed++;
-    pthread_mutex_unlock(&s->mu);
-    tmk__log_limited(TMK_LOG_WARN, src_str, now,
+  if (bind_source(s, src, c, sc, 1) != 0) {
+    s->spoofed++;
+    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
                      "%s: HELLO for session %016llx, which belongs to another address; dropped",
-                     src_str, (unsigned long long)h->session_id);
+                     src_name(sc), (unsigned long long)h->session_id);
     return;
   }
   mark_live(s, now);
@@ -273,7 +302,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
              (int)hello.program.len, hello.program.ptr, (int)hello.platform.len,
              hello.platform.ptr, (int)hello.arch.len, hello.arch.ptr,
              (int)hello.agent_version.len, hello.agent_version.ptr,
-             (unsigned long long)hello.timer_freq, s->conn ? "tcp" : "udp", src_str);
+             (unsigned long long)hello.timer_freq, s->conn ? "tcp" : "udp", src_name(sc));
   }
   uint8_t out[128];
   tmk_proto_welcome w;
@@ -285,48 +314,45 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
 }
 
 static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_proto_header* h,
-                        const struct sockaddr* src, tmk__conn* c, const char* src_str,
+                        const struct sockaddr* src, tmk__conn* c, src_ctx* sc,
                         uint64_t now) {
   tmk__session* s = tmk__session_find_sid(r, h->session_id);
   if (!s) {
     int rc = validate_data(r, p, len);
     if (rc < 0) {
       r->garbage++;
-      tmk__log_limited(TMK_LOG_WARN, src_str, now,
-                       "%s: undecodable DATA for unknown session %016llx (%s); dropped", src_str,
+      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+                       "%s: undecodable DATA for unknown session %016llx (%s); dropped", src_name(sc),
                        (unsigned long long)h->session_id, tmk_strerror(rc));
       return;
     }
-    s = session_for(r, h->session_id, src, c, src_str, now);
+    s = session_for(r, h->session_id, src, c, sc, now);
     if (!s) return;
     if (c && !c->session) {
       c->session = s;
       s->conn = c;
     }
     tmk__log(TMK_LOG_INFO, "session %s: data over %s from %s before any HELLO (target unknown)",
-             s->id, c ? "tcp" : "udp", src_str);
-  } else if (bind_source(s, src, c, src_str, 0) != 0) {
-    pthread_mutex_lock(&s->mu);
-    s->info.stats.spoofed++;
-    pthread_mutex_unlock(&s->mu);
-    tmk__log_limited(TMK_LOG_WARN, src_str, now,
+             s->id, c ? "tcp" : "udp", src_name(sc));
+  } else if (bind_source(s, src, c, sc, 0) != 0) {
+    s->spoofed++;
+    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
                      "%s: DATA for session %016llx, which belongs to another address; dropped",
-                     src_str, (unsigned long long)h->session_id);
+                     src_name(sc), (unsigned long long)h->session_id);
     return;
   }
   mark_live(s, now);
   if (tmk__reorder_push(&s->ro, h->seq, p, len, now, deliver, s) == TMK_ENOMEM)
     tmk__log_limited(TMK_LOG_ERROR, "oom", now, "out of memory holding packets for reordering");
-  tmk__session_sync_stats(s);
+  /* counters reach the API on the next tick (tmk__ingest_tick) */
 }
 
 /* One packet from a UDP datagram or a TCP frame. */
 static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const struct sockaddr* src,
                           tmk__conn* c) {
   uint64_t now = uv_now(r->loop);
-  char src_str[64];
-  if (c) snprintf(src_str, sizeof src_str, "%s", c->peer_str);
-  else tmk__addr_str(src, src_str, sizeof src_str);
+  src_ctx sc0 = {src, c, "", 0};
+  src_ctx* sc = &sc0;
   tmk_proto_header h;
   int rc = tmk_proto_parse_header(p, len, &h);
   if (rc < 0) {
@@ -343,26 +369,27 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
                "telemark-relay %s speaks protocol %d, the agent speaks %u: rebuild the agent "
                "and relay from the same telemark version",
                TMK_RELAY_VERSION, TMK_PROTO_VERSION, p[3]);
-      tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: REJECT session %016llx: %s", src_str,
-                       (unsigned long long)sid, text);
+      if (first_reject(sid))
+        tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
+                         src_name(sc), (unsigned long long)sid, text);
       send_reject(r, c, src, sid, TMK_REJECT_VERSION, text);
       return;
     }
     r->garbage++;
-    tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: dropped %zu-byte packet: %s", src_str, len,
+    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: dropped %zu-byte packet: %s", src_name(sc), len,
                      tmk_strerror(rc));
     return;
   }
   switch (h.type) {
     case TMK_PKT_DATA:
-      handle_data(r, p, len, &h, src, c, src_str, now);
+      handle_data(r, p, len, &h, src, c, sc, now);
       break;
     case TMK_PKT_HELLO:
-      handle_hello(r, p, len, &h, src, c, src_str, now);
+      handle_hello(r, p, len, &h, src, c, sc, now);
       break;
     case TMK_PKT_BYE: {
       tmk__session* s = tmk__session_find_sid(r, h.session_id);
-      if (!s || bind_source(s, src, c, src_str, 0) != 0) {
+      if (!s || bind_source(s, src, c, sc, 0) != 0) {
         r->garbage++;
         return;
       }
@@ -370,14 +397,20 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
       tmk__session_sync_stats(s);
       tmk__session_apply(s, p, len, r->scratch);
       s->ended = 1;
-      tmk__log(TMK_LOG_INFO, "session %s: BYE (%llu records, %llu lost packets)", s->id,
-               (unsigned long long)s->info.stats.records, (unsigned long long)s->ro.lost);
+      tmk_relay_session_info info;
+      pthread_mutex_lock(&s->mu);
+      info = s->info;
+      tmk__store_fill_info(s->store, &info);
+      pthread_mutex_unlock(&s->mu);
+      tmk__log(TMK_LOG_INFO, "session %s: BYE (%llu records, %llu zones, %llu lost packets)",
+               s->id, (unsigned long long)info.stats.records,
+               (unsigned long long)info.stats.zones, (unsigned long long)info.stats.lost);
       break;
     }
     default:
       r->garbage++;
-      tmk__log_limited(TMK_LOG_WARN, src_str, now, "%s: unexpected %s packet from an agent",
-                       src_str, tmk_proto_packet_type_name(h.type));
+      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: unexpected %s packet from an agent",
+                       src_name(sc), tmk_proto_packet_type_name(h.type));
       break;
   }
 }
@@ -557,8 +590,17 @@ int tmk__ingest_start(tmk_relay* r) {
              "another port with --listen)", r->cfg.listen_host, port, uv_strerror(rc));
     return rc;
   }
+  /* A deep socket buffer rides out scheduling hiccups without loss. As root, SO_RCVBUFFORCE
+   * goes past net.core.rmem_max (212992 on a stock system); otherwise ask and take the cap. */
   int rcvbuf = 8 * 1024 * 1024;
-  uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
+  uv_os_fd_t ufd;
+#ifdef SO_RCVBUFFORCE
+  if (uv_fileno((uv_handle_t*)&r->udp, &ufd) != 0 ||
+      setsockopt(ufd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0)
+#else
+  (void)ufd;
+#endif
+    uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
   rc = uv_udp_recv_start(&r->udp, udp_alloc, udp_recv);
   if (rc) {
     tmk__log(TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));
@@ -586,14 +628,19 @@ void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms) {
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
     if (s->replay) continue;
-    if (s->ro.held) {
-      tmk__reorder_tick(&s->ro, now_ms, 0, deliver, s);
-      tmk__session_sync_stats(s);
-    }
+    if (s->ro.held) tmk__reorder_tick(&s->ro, now_ms, 0, deliver, s);
+    tmk__session_flush_pending(s, 0);
+    tmk__session_sync_stats(s);
     if (s->delivered) {
       any = 1;
       s->delivered = 0;
     }
   }
-  if (any && r->data_fn) r->data_fn(r->data_ud);
+  if (any) {
+    pthread_mutex_lock(&r->reg_mu);
+    tmk_relay_data_fn fn = r->data_fn;
+    void* ud = r->data_ud;
+    pthread_mutex_unlock(&r->reg_mu);
+    if (fn) fn(ud);
+  }
 }

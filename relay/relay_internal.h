@@ -80,6 +80,12 @@ struct tmk__session {
   uint64_t delivered;           /* packets delivered since the last data-listener call */
   uint8_t* hello;               /* last HELLO packet (written first into new recordings) */
   size_t hello_len;
+  uint64_t spoofed;             /* copied into info by tmk__session_sync_stats */
+  /* Packets delivered while a reader held s->mu: the loop never waits for a session lock per
+   * packet; it queues (in order) and applies them when the lock is free (next packet/tick). */
+  struct tmk__pending* pending_head;
+  struct tmk__pending* pending_tail;
+  size_t pending_bytes;
   tmk__session* hnext;          /* loop-side hash chain by sid */
 };
 
@@ -119,10 +125,8 @@ struct tmk_relay {
   uint64_t records_at_last_stats;
   uint64_t lost_at_last_stats, packets_at_last_stats, garbage_at_last_stats;
   uint64_t last_stats_ms;
-  uint64_t replay_counter;
   struct mg_context* http;
   int http_port_bound;
-  int exit_code;
 };
 
 /* ---- relay_session.c ---------------------------------------------------------------------- */
@@ -139,8 +143,10 @@ tmk__session* tmk__session_get(tmk_relay* r, const char* id);
 /* Applies one packet — HELLO facts or DATA records — to a session: the one path shared by live
  * delivery (after reordering) and replay. Locks s->mu. Records it when recording. */
 void tmk__session_apply(tmk__session* s, const uint8_t* packet, size_t len, void* scratch);
-/* [loop] copies the reorder counters into the session's info (under mu). */
+/* [loop] copies the reorder counters into the session's info if its lock is free now. */
 void tmk__session_sync_stats(tmk__session* s);
+/* [loop] applies queued packets if the session's lock is free (force = wait for it). */
+void tmk__session_flush_pending(tmk__session* s, int force);
 /* [loop] recording control. Return 0 or TMK_E*; err gets a sentence. */
 int tmk__session_record_start(tmk__session* s, char* path_out, size_t cap, char* err, size_t ecap);
 int tmk__session_record_stop(tmk__session* s, char* err, size_t ecap);
@@ -159,7 +165,8 @@ void tmk__ingest_stop(tmk_relay* r);
 /* Sends a packet to a session's agent: over its TCP connection if it has one, else to its UDP
  * source address. Returns 0 or TMK_ESTATE / TMK_ESOCKET. */
 int tmk__ingest_send(tmk_relay* r, tmk__session* s, const uint8_t* packet, size_t len);
-/* Called for a session on its TCP connection closing. */
+/* [loop] every tick: ages reorder windows, applies queued packets, syncs counters, wakes the
+ * data listener when packets were decoded since the last tick. */
 void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms);
 
 /* ---- relay_control.c ---------------------------------------------------------------------- */
@@ -175,7 +182,7 @@ void tmk__control_drain(tmk_relay* r);
 int tmk__http_start(tmk_relay* r);
 void tmk__http_stop(tmk_relay* r);
 
-/* ---- relay_main.c / lifecycle (relay_session.c) ------------------------------------------- */
+/* ---- relay_main.c (relay object) and relay_ingest.c (addresses) ---------------------------- */
 tmk_relay* tmk__relay_new(const tmk_relay_config* cfg);
 void tmk__relay_free(tmk_relay* r);
 /* Formats a sockaddr as "ip:port". */

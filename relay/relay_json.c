@@ -1,5 +1,5 @@
 /* relay_json.c — a small JSON writer for the HTTP API: a growable buffer that inserts commas,
- * escapes strings (control bytes as \u00XX, invalid UTF-8 passed through as bytes) and prints
+ * escapes strings (control bytes as \u00XX, bytes that are not UTF-8 as U+FFFD) and prints
  * numbers exactly. Allocation failure sets `oom` and stops writing. */
 #include <inttypes.h>
 #include <math.h>
@@ -57,13 +57,38 @@ void tmk__json_end_arr(tmk__json* j) {
   j->need_comma = 1;
 }
 
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one (overlong forms,
+ * surrogates and values above U+10FFFF are invalid). */
+static size_t utf8_len(const unsigned char* s, size_t n) {
+  unsigned c = s[0];
+  size_t len;
+  unsigned min;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) len = 2, min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF) len = 3, min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4) len = 4, min = 0x10000;
+  else return 0;
+  if (n < len) return 0;
+  unsigned v = c & (0x3Fu >> (len - 1));
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    v = (v << 6) | (s[i] & 0x3Fu);
+  }
+  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+  return len;
+}
+
+/* Writes a JSON string: escapes quotes, backslashes and control bytes; bytes that are not valid
+ * UTF-8 become U+FFFD, so the response is always valid JSON text. */
 static void put_escaped(tmk__json* j, const char* s, size_t n) {
+  const unsigned char* u = (const unsigned char*)s;
   tmk__json_raw(j, "\"", 1);
-  size_t run = 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
+  size_t run = 0, i = 0;
+  while (i < n) {
+    unsigned char c = u[i];
     const char* esc = NULL;
     char tmp[8];
+    size_t step = 1;
     if (c == '"') esc = "\\\"";
     else if (c == '\\') esc = "\\\\";
     else if (c == '\n') esc = "\\n";
@@ -72,14 +97,21 @@ static void put_escaped(tmk__json* j, const char* s, size_t n) {
     else if (c < 0x20 || c == 0x7f) {
       snprintf(tmp, sizeof tmp, "\\u%04x", c);
       esc = tmp;
+    } else if (c >= 0x80) {
+      step = utf8_len(u + i, n - i);
+      if (!step) {
+        esc = "\\ufffd";
+        step = 1;
+      }
     }
     if (esc) {
       tmk__json_raw(j, s + i - run, run);
       run = 0;
       tmk__json_raw(j, esc, strlen(esc));
     } else {
-      run++;
+      run += step;
     }
+    i += step;
   }
   tmk__json_raw(j, s + n - run, run);
   tmk__json_raw(j, "\"", 1);

@@ -364,6 +364,7 @@ int main(int argc, char** argv) {
   tmk__log_setup(cfg.log_level, stderr);
   if ((rc = check_data_dir(cfg.data_dir)) != 0) return rc;
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the write (EFBIG), it must not kill us */
 
   tmk_relay* r = tmk__relay_new(&cfg);
   if (!r) {

@@ -126,7 +126,6 @@ int tmk__rec_create(tmk__rec_writer* w, const char* path, const tmk__rec_session
   put_str(w, s->source);
   put_str(w, s->relay_version);
   if (!rc) rc = write_chunk(w, TMK__CHUNK_SESSION);
-  if (!rc && fdatasync(w->fd) != 0) rc = TMK_EIO;
   if (rc) {
     close(w->fd);
     unlink(path);
@@ -151,8 +150,7 @@ int tmk__rec_flush(tmk__rec_writer* w, int sync) {
   return 0;
 }
 
-int tmk__rec_packet(tmk__rec_writer* w, const uint8_t* packet, size_t len, uint64_t now_ms) {
-  (void)now_ms;
+int tmk__rec_packet(tmk__rec_writer* w, const uint8_t* packet, size_t len) {
   if (w->fd < 0 || w->failed) return TMK_EIO;
   if (reserve(w, len + 10)) return TMK_ENOMEM;
   w->len += (size_t)tmk_proto_varint_put(w->buf + w->len, len);

@@ -129,6 +129,7 @@ int tmk__reorder_push(tmk__reorder* ro, uint64_t seq, const uint8_t* packet, siz
     }
     step(ro, fn, ud);
   }
+  drain(ro, fn, ud); /* the window moved: what waited behind the gap may be in order now */
   if (seq == ro->next) {
     fn(ud, packet, len, seq);
     hist_set(ro, seq, 1);

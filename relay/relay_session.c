@@ -16,6 +16,13 @@
 
 const char* tmk_relay_version(void) { return TMK_RELAY_VERSION; }
 
+typedef struct tmk__pending {
+  struct tmk__pending* next;
+  size_t len;
+  uint8_t data[];
+} tmk__pending;
+
+
 /* ---------------------------------------------------------------------------------------------
  * Lifetime
  * ------------------------------------------------------------------------------------------- */
@@ -52,6 +59,11 @@ void tmk__session_ref(tmk__session* s) { atomic_fetch_add(&s->refs, 1); }
 void tmk__session_unref(tmk__session* s) {
   if (atomic_fetch_sub(&s->refs, 1) != 1) return;
   if (s->recording) tmk__rec_close(&s->rec);
+  for (tmk__pending* p = s->pending_head; p;) {
+    tmk__pending* next = p->next;
+    free(p);
+    p = next;
+  }
   tmk__store_free(s->store);
   tmk__reorder_free(&s->ro);
   pthread_mutex_destroy(&s->mu);
@@ -96,7 +108,7 @@ int tmk__session_register(tmk_relay* r, tmk__session* s) {
   if (r->nsessions >= r->cfg.max_sessions) {
     for (uint32_t i = 0; i < r->nsessions; i++) {
       tmk__session* c = r->sessions[i];
-      if (!c->recording && !session_live(c)) {
+      if (!c->recording && !c->conn && !session_live(c)) {
         victim = c;
         memmove(&r->sessions[i], &r->sessions[i + 1], (r->nsessions - i - 1) * sizeof c);
         r->nsessions--;
@@ -158,68 +170,118 @@ static void copy_str(char* dst, size_t cap, const tmk_proto_str* s) {
   dst[n] = 0;
 }
 
-static void apply_hello(tmk__session* s, const tmk_proto_hello* h) {
-  pthread_mutex_lock(&s->mu);
-  tmk_relay_session_info* in = &s->info;
-  in->has_hello = 1;
-  copy_str(in->program, sizeof in->program, &h->program);
-  copy_str(in->platform, sizeof in->platform, &h->platform);
-  copy_str(in->arch, sizeof in->arch, &h->arch);
-  copy_str(in->agent_version, sizeof in->agent_version, &h->agent_version);
-  in->big_endian = h->big_endian;
-  in->pointer_size = h->pointer_size;
-  in->timer_freq = h->timer_freq;
-  in->caps = h->caps;
-  tmk__store_set_freq(s->store, h->timer_freq);
-  pthread_mutex_unlock(&s->mu);
-}
 
-void tmk__session_apply(tmk__session* s, const uint8_t* packet, size_t len, void* scratch) {
+#define PENDING_MAX (8u << 20) /* beyond this the loop waits for the lock rather than drop */
+
+/* The part of applying a packet that touches reader-visible state. Caller holds s->mu. */
+static void apply_locked(tmk__session* s, const uint8_t* packet, size_t len, void* scratch) {
   tmk_proto_header hdr;
-  if (tmk_proto_parse_header(packet, len, &hdr) < 0) return; /* checked by the caller */
+  if (tmk_proto_parse_header(packet, len, &hdr) < 0) return;
   if (hdr.type == TMK_PKT_DATA) {
-    pthread_mutex_lock(&s->mu);
     s->info.stats.packets++;
     s->info.stats.bytes += len;
     (void)tmk__store_packet(s->store, packet, len, scratch);
-    pthread_mutex_unlock(&s->mu);
-    s->delivered++;
   } else if (hdr.type == TMK_PKT_HELLO) {
     tmk_proto_reader rd;
     tmk_proto_hello h;
     if (tmk_proto_open(&rd, packet, len, scratch, TMK_PROTO_MAX_BODY) < 0 ||
         tmk_proto_read_hello(&rd, &h) < 0)
       return;
-    apply_hello(s, &h);
-    if (!s->replay) {
-      uint8_t* copy = malloc(len);
-      if (copy) {
-        memcpy(copy, packet, len);
-        free(s->hello);
-        s->hello = copy;
-        s->hello_len = len;
-      }
-    }
+    tmk_relay_session_info* in = &s->info;
+    in->has_hello = 1;
+    copy_str(in->program, sizeof in->program, &h.program);
+    copy_str(in->platform, sizeof in->platform, &h.platform);
+    copy_str(in->arch, sizeof in->arch, &h.arch);
+    copy_str(in->agent_version, sizeof in->agent_version, &h.agent_version);
+    in->big_endian = h.big_endian;
+    in->pointer_size = h.pointer_size;
+    in->timer_freq = h.timer_freq;
+    in->caps = h.caps;
+    tmk__store_set_freq(s->store, h.timer_freq);
   } else if (hdr.type == TMK_PKT_BYE) {
-    pthread_mutex_lock(&s->mu);
     s->info.live = 0;
-    pthread_mutex_unlock(&s->mu);
-  } else {
-    return;
-  }
-  if (s->recording && !s->rec.failed) {
-    if (tmk__rec_packet(&s->rec, packet, len, 0) < 0)
-      tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed (%s); recording stopped", s->id,
-               s->rec.path, strerror(errno));
   }
 }
 
-void tmk__session_sync_stats(tmk__session* s) {
+void tmk__session_flush_pending(tmk__session* s, int force) {
+  if (!s->pending_head) return;
+  if (force) pthread_mutex_lock(&s->mu);
+  else if (pthread_mutex_trylock(&s->mu) != 0) return;
+  tmk__pending* p = s->pending_head;
+  while (p) {
+    tmk__pending* next = p->next;
+    apply_locked(s, p->data, p->len, s->relay->scratch);
+    free(p);
+    p = next;
+  }
+  pthread_mutex_unlock(&s->mu);
+  s->pending_head = s->pending_tail = NULL;
+  s->pending_bytes = 0;
+}
+
+/* A write to the recording failed (disk full, file system gone): the file keeps every chunk
+ * written so far and stays readable (RECORDING.md §4); the session goes on without recording. */
+static void recording_failed(tmk__session* s, int err) {
+  tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed (%s); recording stopped, the file "
+           "keeps what was written before", s->id, s->rec.path, strerror(err));
+  tmk__rec_close(&s->rec);
+  s->recording = 0;
   pthread_mutex_lock(&s->mu);
+  s->info.recording = 0;
+  pthread_mutex_unlock(&s->mu);
+}
+
+void tmk__session_apply(tmk__session* s, const uint8_t* packet, size_t len, void* scratch) {
+  tmk_proto_header hdr;
+  if (tmk_proto_parse_header(packet, len, &hdr) < 0) return; /* checked by the caller */
+  if (hdr.type != TMK_PKT_DATA && hdr.type != TMK_PKT_HELLO && hdr.type != TMK_PKT_BYE) return;
+  if (s->replay) { /* a worker thread builds it before anyone can read it */
+    pthread_mutex_lock(&s->mu);
+    apply_locked(s, packet, len, scratch);
+    pthread_mutex_unlock(&s->mu);
+    return;
+  }
+  if (hdr.type == TMK_PKT_DATA) s->delivered++;
+  if (hdr.type == TMK_PKT_HELLO) {
+    uint8_t* copy = malloc(len);
+    if (copy) {
+      memcpy(copy, packet, len);
+      free(s->hello);
+      s->hello = copy;
+      s->hello_len = len;
+    }
+  }
+  if (s->recording && tmk__rec_packet(&s->rec, packet, len) < 0) recording_failed(s, errno);
+  tmk__session_flush_pending(s, s->pending_bytes > PENDING_MAX);
+  if (!s->pending_head && pthread_mutex_trylock(&s->mu) == 0) {
+    apply_locked(s, packet, len, scratch);
+    pthread_mutex_unlock(&s->mu);
+    return;
+  }
+  tmk__pending* p = malloc(sizeof *p + len);
+  if (!p) { /* no memory to queue: wait for the lock instead of losing the packet */
+    tmk__session_flush_pending(s, 1);
+    pthread_mutex_lock(&s->mu);
+    apply_locked(s, packet, len, scratch);
+    pthread_mutex_unlock(&s->mu);
+    return;
+  }
+  p->next = NULL;
+  p->len = len;
+  memcpy(p->data, packet, len);
+  if (s->pending_tail) s->pending_tail->next = p;
+  else s->pending_head = p;
+  s->pending_tail = p;
+  s->pending_bytes += len;
+}
+
+void tmk__session_sync_stats(tmk__session* s) {
+  if (pthread_mutex_trylock(&s->mu) != 0) return; /* next tick */
   s->info.stats.lost = s->ro.lost;
   s->info.stats.duplicated = s->ro.duplicated + s->ro.stale;
   s->info.stats.reordered = s->ro.reordered;
   s->info.stats.late = s->ro.late;
+  s->info.stats.spoofed = s->spoofed;
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -275,7 +337,7 @@ int tmk__session_record_start(tmk__session* s, char* path_out, size_t cap, char*
     return TMK_EIO;
   }
   s->recording = 1;
-  if (s->hello) tmk__rec_packet(&s->rec, s->hello, s->hello_len, 0);
+  if (s->hello) tmk__rec_packet(&s->rec, s->hello, s->hello_len);
   pthread_mutex_lock(&s->mu);
   s->info.recording = 1;
   snprintf(s->info.recording_path, sizeof s->info.recording_path, "%s", path);
@@ -289,7 +351,7 @@ static void write_stats(tmk__session* s) {
   tmk__rec_stats st = {s->ro.lost, s->ro.duplicated + s->ro.stale, s->ro.reordered, s->ro.late,
                        0, 0};
   pthread_mutex_lock(&s->mu);
-  st.spoofed = s->info.stats.spoofed;
+  st.spoofed = s->spoofed;
   st.malformed_unparsed = s->info.stats.malformed;
   pthread_mutex_unlock(&s->mu);
   tmk__rec_write_stats(&s->rec, &st);
@@ -316,17 +378,41 @@ int tmk__session_record_stop(tmk__session* s, char* err, size_t ecap) {
   return 0;
 }
 
+typedef struct sync_req {
+  uv_fs_t req;
+  uv_file fd;
+} sync_req;
+
+static void sync_done(uv_fs_t* req) {
+  sync_req* sr = (sync_req*)req;
+  uv_fs_req_cleanup(req);
+  close(sr->fd);
+  free(sr);
+}
+
+/* fdatasync on the libuv thread pool, on a dup of the descriptor: the loop never waits for the
+ * disk, and closing the recording meanwhile cannot pull the descriptor from under the sync. */
+static void sync_async(tmk_relay* r, tmk__session* s) {
+  sync_req* sr = malloc(sizeof *sr);
+  if (!sr) return;
+  sr->fd = dup(s->rec.fd);
+  if (sr->fd < 0 || uv_fs_fdatasync(r->loop, &sr->req, sr->fd, sync_done) != 0) {
+    if (sr->fd >= 0) close(sr->fd);
+    free(sr);
+  }
+}
+
 void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync) {
-  pthread_mutex_lock(&r->reg_mu);
+  /* Only the loop changes r->sessions, so the loop reads it without the registry lock. */
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
     if (s->replay) continue;
     if (s->recording) {
       if (sync) write_stats(s);
-      if (tmk__rec_flush(&s->rec, sync) < 0 && s->rec.failed == 1) {
-        s->rec.failed = 2; /* log once */
-        tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed; recording stopped", s->id,
-                 s->rec.path);
+      if (tmk__rec_flush(&s->rec, 0) < 0) {
+        recording_failed(s, errno);
+      } else if (sync) {
+        sync_async(r, s);
       }
     }
     if (!s->conn && now_ms - s->last_packet_ms > TMK__IDLE_MS) {
@@ -339,7 +425,6 @@ void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync) {
       pthread_mutex_unlock(&s->mu);
     }
   }
-  pthread_mutex_unlock(&r->reg_mu);
 }
 
 static void deliver_cb(void* ud, const uint8_t* p, size_t len, uint64_t seq) {
@@ -349,18 +434,17 @@ static void deliver_cb(void* ud, const uint8_t* p, size_t len, uint64_t seq) {
 }
 
 void tmk__sessions_shutdown(tmk_relay* r) {
-  pthread_mutex_lock(&r->reg_mu);
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
     if (s->replay) continue;
     tmk__reorder_tick(&s->ro, tmk__now_ms(), 1, deliver_cb, s);
+    tmk__session_flush_pending(s, 1);
     tmk__session_sync_stats(s);
     if (s->recording) {
       char err[256];
       tmk__session_record_stop(s, err, sizeof err);
     }
   }
-  pthread_mutex_unlock(&r->reg_mu);
 }
 
 /* ---------------------------------------------------------------------------------------------

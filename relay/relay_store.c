@@ -96,12 +96,15 @@ struct tmk__store {
   uint32_t* site_hash;
   uint32_t site_hash_cap;
   uint32_t unresolved;
+  uint32_t site_cache[256]; /* ids known to be in the site table, direct-mapped */
   char* teams[TMK_PROTO_MAX_TEAMS];
   uint64_t drops[8];
   uint64_t records, zones, malformed, evicted, packets;
   uint64_t tmin, tmax;
   int have_time;
   uint64_t clock_ticks, clock_unix_ns;
+  tmk_proto_record* recs; /* one decoded packet, before it is stored */
+  size_t recs_cap;
   /* live ring */
   tmk_relay_live_item* ring;
   uint64_t ring_w;
@@ -142,6 +145,7 @@ void tmk__store_free(tmk__store* st) {
   free(st->sites);
   free(st->site_hash);
   free(st->ring);
+  free(st->recs);
   free(st);
 }
 
@@ -283,8 +287,9 @@ static site* get_site(tmk__store* st, uint32_t id) {
   return s;
 }
 
-static void reference_site(tmk__store* st, uint32_t id) {
-  if (id) (void)get_site(st, id);
+static inline void reference_site(tmk__store* st, uint32_t id) {
+  if (!id || st->site_cache[id & 255] == id) return;
+  if (get_site(st, id)) st->site_cache[id & 255] = id;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -425,8 +430,8 @@ int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* 
 /* ---------------------------------------------------------------------------------------------
  * Appending
  * ------------------------------------------------------------------------------------------- */
-static int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur, uint32_t site_id,
-                    uint32_t depth, uint32_t flags) {
+static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur,
+                           uint32_t site_id, uint32_t depth, uint32_t flags) {
   chunk* c = t->zones.tail;
   if (!c || c->count == ZONES_PER_CHUNK || !fits_off(start, c->base)) {
     c = new_chunk(st, &t->zones, CK_ZONES, ZONES_PER_CHUNK * sizeof(zrec), start);
@@ -617,6 +622,28 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
   }
 }
 
+/* Decodes the whole packet into st->recs first: a packet is stored completely or, when any
+ * part of it fails to decode, not at all (a corrupt packet must not leave half-read records). */
+static int decode_all(tmk__store* st, tmk_proto_reader* rd, size_t* count) {
+  size_t n = 0;
+  for (;;) {
+    if (n == st->recs_cap) {
+      size_t ncap = st->recs_cap ? st->recs_cap * 2 : 1024;
+      tmk_proto_record* nr = realloc(st->recs, ncap * sizeof *nr);
+      if (!nr) return TMK_ENOMEM;
+      st->mem += (ncap - st->recs_cap) * sizeof *nr;
+      st->recs = nr;
+      st->recs_cap = ncap;
+    }
+    int rc = tmk_proto_next(rd, &st->recs[n]);
+    if (rc == 0) break;
+    if (rc < 0) return rc;
+    n++;
+  }
+  *count = n;
+  return 0;
+}
+
 int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* scratch) {
   tmk_proto_reader rd;
   int rc = tmk_proto_open(&rd, packet, len, scratch, TMK_PROTO_MAX_BODY);
@@ -628,20 +655,42 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
     st->malformed++;
     return TMK_ETYPE;
   }
+  size_t count = 0;
+  rc = decode_all(st, &rd, &count);
+  if (rc < 0) {
+    if (rc != TMK_ENOMEM) st->malformed++;
+    return rc;
+  }
   st->packets++;
-  tmk_proto_record rec;
   int n = 0;
-  for (;;) {
-    rc = tmk_proto_next(&rd, &rec);
-    if (rc == 0) break;
-    if (rc < 0) {
-      st->malformed++;
-      return rc;
+  /* Zones are nearly all records: they take a fast path with the thread looked up once per run
+   * (the pointer stays valid until a new thread grows the table). */
+  thread* cur = NULL;
+  uint32_t cur_id = 0, cur_n = 0;
+  for (size_t i = 0; i < count; i++) {
+    const tmk_proto_record* rec = &st->recs[i];
+    if (rec->type == TMK_REC_ZONE) {
+      if (!cur || rec->thread != cur_id || st->nthreads != cur_n) {
+        cur = get_thread(st, rec->thread);
+        cur_id = rec->thread;
+        cur_n = st->nthreads;
+        if (!cur) {
+          st->malformed++; /* thread table full: this record is refused */
+          continue;
+        }
+      }
+      reference_site(st, rec->u.zone.site);
+      if (add_zone(st, cur, rec->u.zone.start, rec->u.zone.duration, rec->u.zone.site,
+                   rec->u.zone.depth, 0) == TMK_ENOMEM)
+        return TMK_ENOMEM;
+      st->records++;
+      n++;
+      continue;
     }
-    int src = store_record(st, &rec);
+    int src = store_record(st, rec);
     if (src == TMK_ENOMEM) return src;
     if (src < 0) {
-      st->malformed++; /* the record is refused; the rest of the packet is still good */
+      st->malformed++; /* a table is full or a value is out of range: this record is refused */
       continue;
     }
     st->records++;
@@ -669,6 +718,8 @@ void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info) {
   info->last_ns = st->have_time ? to_ns(st, st->tmax) : 0;
   info->threads = st->nthreads;
   info->sites = st->nsites;
+  info->clock_ns = st->clock_unix_ns ? to_ns(st, st->clock_ticks) : 0;
+  info->clock_unix_ns = st->clock_unix_ns;
 }
 
 static size_t limit_of(const tmk_relay_query* q) { return q->limit ? q->limit : 100000; }

@@ -24,7 +24,9 @@ extern "C" {
  *     take the session registry lock and then the one session's lock, copy what was asked and
  *     release. Callbacks given to the query functions run while that session's lock is held:
  *     they must only copy (no I/O, no other tmk_relay_* call). Every query has a `limit`, so a
- *     lock is held for a bounded time; the loop never waits on anything else.
+ *     lock is held for a bounded time. The loop never waits for a session lock per packet: it
+ *     try-locks, and while a reader holds the lock it queues that session's packets (in order,
+ *     up to 8 MiB) and applies them on the next packet or 10 ms tick.
  *
  *  2. Commands (record start/stop, control, open recording, close) are queued under a mutex and
  *     the loop is woken with uv_async_send(); the loop executes them and posts the reply back
@@ -78,6 +80,8 @@ typedef struct tmk_relay_session_info {
   uint64_t timer_freq; /* ticks per second, 0 = unknown */
   uint32_t caps;       /* TMK_CAP_* */
   uint64_t first_ns, last_ns; /* time range of stored data (0,0 when empty) */
+  uint64_t clock_ns, clock_unix_ns; /* latest CLOCK_SYNC: agent time clock_ns was this wall
+                                       time (ns since 1970); both 0 until one arrives */
   uint64_t created_unix_ns;   /* when the relay saw it first */
   uint32_t threads, sites;
   int control_level;     /* last level sent with CONTROL, -1 if none */

@@ -89,7 +89,7 @@ static int auth_api(struct mg_connection* conn, void* ud) {
   int ws = up && strcasecmp(up, "websocket") == 0;
   if (!has_token(conn)) {
     static const char body[] =
-        "{\"error\":\"missing or wrong access token: open the URL the relay printed (it ends in ?token=...)\"}";
+        "{\"error\":\"missing or wrong access token: open the URL the relay printed (it ends in ?token=...)\",\"code\":\"EAUTH\"}";
     mg_printf(conn,
               "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: %u\r\n"
               "Connection: close\r\n\r\n%s",
@@ -97,7 +97,7 @@ static int auth_api(struct mg_connection* conn, void* ud) {
     return 0;
   }
   if (ws && (g_check_origin || g_token[0]) && !origin_ok(conn)) {
-    static const char body[] = "{\"error\":\"WebSocket Origin does not match the relay's host\"}";
+    static const char body[] = "{\"error\":\"WebSocket Origin does not match the relay's host\",\"code\":\"EORIGIN\"}";
     mg_printf(conn,
               "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: %u\r\n"
               "Connection: close\r\n\r\n%s",

@@ -10,6 +10,7 @@ pkgs=(
   clang libclang-rt-14-dev                 # libFuzzer and sanitizers
   gcc-powerpc-linux-gnu gcc-mipsel-linux-gnu qemu-user   # big-endian / 32-bit tests
   chromium nodejs                          # dashboard browser tests
+  python3                                  # relay integration test driver
 )
 
 missing=()

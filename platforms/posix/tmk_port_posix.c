@@ -139,15 +139,22 @@ void tmk_port_test_fail_udp(int on) { __atomic_store_n(&fail_udp, on, __ATOMIC_R
 
 static int resolve(const char* host, uint16_t port, int socktype, struct sockaddr_storage* out,
                    socklen_t* out_len) {
-  struct addrinfo hints, *res = NULL;
+  struct addrinfo hints, *res = NULL, *ai, *pick;
   char service[8];
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = socktype;
   snprintf(service, sizeof service, "%u", (unsigned)port);
   if (getaddrinfo(host, service, &hints, &res) != 0 || !res) return TMK_ENOTFOUND;
-  memcpy(out, res->ai_addr, res->ai_addrlen);
-  *out_len = (socklen_t)res->ai_addrlen;
+  /* Prefer IPv4: "localhost" often lists ::1 first while relays listen on 0.0.0.0. */
+  pick = res;
+  for (ai = res; ai; ai = ai->ai_next)
+    if (ai->ai_family == AF_INET) {
+      pick = ai;
+      break;
+    }
+  memcpy(out, pick->ai_addr, pick->ai_addrlen);
+  *out_len = (socklen_t)pick->ai_addrlen;
   freeaddrinfo(res);
   return 0;
 }

@@ -31,6 +31,8 @@ static void every_record_kind(void** state) {
   d.team_names[3] = "audio";
   assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
   assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), TMK_ESTATE);
+  /* A 4 MB arena holds LZ4's state whenever the build has LZ4. */
+  assert_int_equal(stats_now().lz4, tmk_proto_lz4_state_size() > 0);
   tmk_thread_name("main");
   nested(10);
   TMK_FRAME();
@@ -161,6 +163,40 @@ static void marker_mismatch_counted(void** state) {
   assert_int_equal(r.drops[TMK_DROP_MISMATCH], 2);
 }
 
+static void limits_are_counted_not_crashed_on(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  static char big[2000];
+  int i;
+  (void)state;
+  memset(big, 'x', sizeof big);
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  /* 20 nested markers: the per-thread stack holds 16; the rest are counted at both ends. */
+  for (i = 0; i < 20; i++) TMK_ZONE_BEGIN("deep", TMK_SEV_INFO, 1);
+  for (i = 0; i < 20; i++) TMK_ZONE_END();
+  /* A payload above 255 bytes: the marker goes out without it, counted as too big. */
+  TMK_ZONE_BEGIN_DATA("fat", TMK_SEV_INFO, 1, big, 300);
+  TMK_ZONE_END();
+  /* Dynamic text is cut at the protocol's 1024-byte string limit. */
+  TMK_MESSAGE_TEXT(TMK_SEV_ERROR, 1, big, sizeof big);
+  tmk_agent_flush();
+  s = stats_now();
+  assert_int_equal(s.drops[TMK_DROP_MISMATCH], 8);
+  assert_int_equal(s.drops[TMK_DROP_TOO_BIG], 1);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(r.bad_packets, 0);
+  assert_int_equal(recv_events_named(&r, "deep"), 32);
+  assert_int_equal(recv_events_named(&r, "fat"), 2);
+  assert_int_equal(r.messages, 1);
+  assert_int_equal(r.last_message_len, 1024);
+  assert_int_equal(r.drops[TMK_DROP_MISMATCH], 8);
+  assert_int_equal(r.drops[TMK_DROP_TOO_BIG], 1);
+}
+
 static uint32_t fake_counter;
 static uint64_t fake_clock(void* user) {
   (void)user;
@@ -251,6 +287,7 @@ int main(void) {
       AGENT_TEST(tiny_arena_8k),
       AGENT_TEST(file_transport),
       AGENT_TEST(marker_mismatch_counted),
+      AGENT_TEST(limits_are_counted_not_crashed_on),
       AGENT_TEST(wrapping_32bit_clock),
       AGENT_TEST(runtime_level_and_mask),
       AGENT_TEST(zones_before_init_and_after_shutdown_are_ignored),

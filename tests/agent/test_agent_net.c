@@ -4,6 +4,7 @@
  * bounded, non-blocking behaviour with no relay at all. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "agent_test_util.h"
 #include "tmk_port.h"
@@ -124,33 +125,48 @@ static void tcp_fallback_when_udp_unavailable(void** state) {
   e2e(1, 1);
 }
 
+static void log_stderr(void* user, int level, const char* msg) {
+  (void)user;
+  fprintf(stderr, "[agent %s] %s\n", tmk_proto_severity_name((unsigned)level), msg);
+}
+
 static void tcp_reconnects(void** state) {
   static receiver r;
   tmk_agent_desc d;
+  uint64_t hellos;
   int i;
   (void)state;
   assert_int_equal(recv_start(&r), 0);
   memset(&d, 0, sizeof d);
+  if (getenv("TMK_TEST_VERBOSE")) d.logger.fn = log_stderr;
   d.relay_port = r.tcp_port;
   d.transport = TMK_TRANSPORT_TCP;
   d.overflow = TMK_OVERFLOW_WAIT;
   assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
   assert_true(wait_connected(5000));
   assert_true(recv_wait_at_least(&r, &r.hellos, 1, 5000));
+  sleep_ms(50);
+  hellos = recv_get(&r, &r.hellos);
+  assert_int_equal(hellos, 1); /* exactly one per connection */
   recv_kick_tcp(&r);
   /* The agent notices on its next read or send, and connects again with a new HELLO. */
-  for (i = 0; i < 600 && recv_get(&r, &r.hellos) < 2; i++) {
+  for (i = 0; i < 600 && recv_get(&r, &r.hellos) <= hellos; i++) {
     TMK_ZONE("tick", TMK_SEV_INFO, 1);
     sleep_ms(5);
   }
-  assert_true(recv_get(&r, &r.hellos) >= 2);
+  assert_true(recv_get(&r, &r.hellos) > hellos);
   assert_true(wait_connected(5000));
   producer((void*)(intptr_t)0);
   tmk_agent_flush();
   if (!recv_wait_at_least(&r, &r.zones, ITER * 4, 5000))
-    fail_msg("after reconnect: %llu zones, connected %d, send failures %llu",
+    fail_msg("after reconnect: %llu zones, connected %d, send failures %llu, sent %llu, "
+             "receiver: %llu data packets, %llu bad, %llu hellos",
              (unsigned long long)recv_get(&r, &r.zones), stats_now().connected,
-             (unsigned long long)stats_now().drops[TMK_DROP_SEND_FAILED]);
+             (unsigned long long)stats_now().drops[TMK_DROP_SEND_FAILED],
+             (unsigned long long)stats_now().packets_sent,
+             (unsigned long long)recv_get(&r, &r.data_packets),
+             (unsigned long long)recv_get(&r, &r.bad_packets),
+             (unsigned long long)recv_get(&r, &r.hellos));
   assert_int_equal(tmk_agent_shutdown(), 0);
   recv_stop(&r);
 }
@@ -237,6 +253,58 @@ static void no_relay_never_blocks(void** state) {
   }
 }
 
+static void rejected_agent_stops_sending(void** state) {
+  static receiver r;
+  tmk_agent_desc d;
+  uint64_t data;
+  int i;
+  (void)state;
+  r.auto_reject = 1;
+  assert_int_equal(recv_start(&r), 0);
+  memset(&d, 0, sizeof d);
+  d.relay_port = r.udp_port;
+  d.transport = TMK_TRANSPORT_UDP;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  for (i = 0; i < 1000 && !stats_now().rejected; i++) sleep_ms(5);
+  assert_true(stats_now().rejected);
+  sleep_ms(50);
+  data = recv_get(&r, &r.data_packets);
+  producer((void*)(intptr_t)0); /* the game keeps running; nothing more goes out */
+  tmk_agent_flush();
+  sleep_ms(100);
+  assert_int_equal(recv_get(&r, &r.data_packets), data);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  sleep_ms(50);
+  assert_int_equal(recv_get(&r, &r.byes), 0);
+  assert_int_equal(recv_get(&r, &r.hellos), 1);
+  recv_stop(&r);
+}
+
+static void wait_mode_without_relay_does_not_hang(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  int i;
+  (void)state;
+  assert_int_equal(recv_start(&r), 0);
+  recv_stop(&r); /* its TCP port is now closed */
+  memset(&d, 0, sizeof d);
+  d.relay_port = r.tcp_port;
+  d.transport = TMK_TRANSPORT_TCP;
+  d.overflow = TMK_OVERFLOW_WAIT;
+  d.ring_bytes = 1024;
+  d.max_threads = 2;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  for (i = 0; i < 20000; i++) {
+    TMK_ZONE("waits", TMK_SEV_INFO, 1); /* the flusher keeps draining into failed sends */
+  }
+  tmk_agent_flush();
+  s = stats_now();
+  assert_int_equal(s.drops[TMK_DROP_RING_FULL], 0);
+  assert_true(s.drops[TMK_DROP_SEND_FAILED] > 0);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       AGENT_TEST(udp_every_zone_accounted),
@@ -246,6 +314,8 @@ int main(void) {
       AGENT_TEST(control_over_udp),
       AGENT_TEST(control_over_tcp),
       AGENT_TEST(no_relay_never_blocks),
+      AGENT_TEST(rejected_agent_stops_sending),
+      AGENT_TEST(wait_mode_without_relay_does_not_hang),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,8 +57,10 @@ static void handle_data(receiver* r, tmk_proto_reader* rd) {
         else r->markers_end++;
         id = rec.u.marker.site;
         if (id < RECV_MAX_SITES) r->events_by_id[id]++;
-        r->last_marker_payload_len = rec.u.marker.payload.len;
-        copy_str(r->last_marker_payload, sizeof r->last_marker_payload, rec.u.marker.payload);
+        if (rec.u.marker.payload.len) { /* keep the last non-empty payload */
+          r->last_marker_payload_len = rec.u.marker.payload.len;
+          copy_str(r->last_marker_payload, sizeof r->last_marker_payload, rec.u.marker.payload);
+        }
         break;
       case TMK_REC_FRAME:
         r->frames++;
@@ -77,6 +79,7 @@ static void handle_data(receiver* r, tmk_proto_reader* rd) {
         id = rec.u.message.site;
         if (id < RECV_MAX_SITES) r->events_by_id[id]++;
         copy_str(r->last_message, sizeof r->last_message, rec.u.message.text);
+        r->last_message_len = rec.u.message.text.len;
         break;
       case TMK_REC_THREAD_NAME:
         if (rec.thread < 16) copy_str(r->thread_names[rec.thread], 32, rec.u.thread_name.name);
@@ -134,8 +137,20 @@ static void handle_packet(receiver* r, const uint8_t* p, size_t len, int tcp) {
       r->hellos++;
       r->timer_freq = h.timer_freq;
       r->hello_caps = h.caps;
+      r->hello_big_endian = h.big_endian;
+      r->hello_pointer_size = h.pointer_size;
+      r->hello_header_big_endian = (rd.hdr.flags & TMK_PKT_F_BIG_ENDIAN) != 0;
+      copy_str(r->arch, sizeof r->arch, h.arch);
       copy_str(r->program, sizeof r->program, h.program);
-      if (r->auto_welcome) {
+      if (r->auto_reject) {
+        uint8_t out[256];
+        tmk_proto_reject rj;
+        rj.reason = TMK_REJECT_FULL;
+        rj.text.ptr = "relay full: stop another session";
+        rj.text.len = (uint32_t)strlen(rj.text.ptr);
+        send_packet_locked(r, tcp, out,
+                           tmk_proto_encode_reject(out, sizeof out, rd.hdr.session_id, &rj));
+      } else if (r->auto_welcome) {
         uint8_t out[256];
         tmk_proto_welcome w;
         w.proto_version = TMK_PROTO_VERSION;
@@ -176,12 +191,16 @@ static void drain_tcp(receiver* r) {
 static void* recv_main(void* arg) {
   receiver* r = (receiver*)arg;
   static uint8_t buf[65536];
-  while (!r->stop) {
+  while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
     struct pollfd pf[3];
     int n = 0, i;
+    int tcp_fd;
+    pthread_mutex_lock(&r->mu);
+    tcp_fd = r->tcp_fd;
+    pthread_mutex_unlock(&r->mu);
     pf[n].fd = r->udp_fd, pf[n].events = POLLIN, pf[n++].revents = 0;
     pf[n].fd = r->listen_fd, pf[n].events = POLLIN, pf[n++].revents = 0;
-    if (r->tcp_fd >= 0) pf[n].fd = r->tcp_fd, pf[n].events = POLLIN, pf[n++].revents = 0;
+    if (tcp_fd >= 0) pf[n].fd = tcp_fd, pf[n].events = POLLIN, pf[n++].revents = 0;
     if (poll(pf, (nfds_t)n, 10) <= 0) continue;
     pthread_mutex_lock(&r->mu);
     if (pf[0].revents & POLLIN) {
@@ -231,9 +250,10 @@ void recv_init_offline(receiver* r) {
 int recv_start(receiver* r) {
   struct sockaddr_in sa;
   socklen_t sl = sizeof sa;
-  int one = 1, aw = r->auto_welcome;
+  int one = 1, aw = r->auto_welcome, ar = r->auto_reject;
   recv_init_offline(r);
   r->auto_welcome = aw;
+  r->auto_reject = ar;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -258,7 +278,7 @@ int recv_start(receiver* r) {
 }
 
 void recv_stop(receiver* r) {
-  r->stop = 1;
+  __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
   pthread_join(r->thread, NULL);
   if (r->udp_fd >= 0) close(r->udp_fd);
   if (r->listen_fd >= 0) close(r->listen_fd);

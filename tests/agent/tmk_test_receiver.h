@@ -25,7 +25,8 @@ typedef struct receiver {
   int udp_fd, listen_fd, tcp_fd;
   uint16_t udp_port, tcp_port;
   int auto_welcome; /* answer HELLO with WELCOME */
-  volatile int stop;
+  int auto_reject;  /* answer HELLO with REJECT (relay full) */
+  int stop; /* atomic */
   pthread_t thread;
   pthread_mutex_t mu;
   /* everything below is guarded by mu */
@@ -37,6 +38,8 @@ typedef struct receiver {
   uint64_t hellos, data_packets, byes, bytes, bad_packets, tcp_packets, udp_packets;
   uint64_t timer_freq;
   uint64_t hello_caps;
+  uint64_t hello_big_endian, hello_pointer_size, hello_header_big_endian;
+  char arch[32];
   char program[64];
   uint64_t zones, markers_begin, markers_end, frames, plots, messages, sites_seen, clock_syncs;
   uint64_t drops[TMK_DROP_REASON_COUNT];
@@ -46,7 +49,8 @@ typedef struct receiver {
   int64_t last_plot_i;
   double last_plot_d;
   char last_message[128];
-  char last_marker_payload[64];
+  uint64_t last_message_len; /* full length as decoded */
+  char last_marker_payload[64]; /* last non-empty one */
   uint32_t last_marker_payload_len;
   char thread_names[16][32];
   char team_names[32][32];

@@ -71,7 +71,7 @@ static void tmk__mini_fail_ull(const char* file, int line, const char* op, unsig
 static int tmk__mini_run(const char* group, const struct CMUnitTest* tests, size_t n,
                          CMFixtureFunction setup, CMFixtureFunction teardown) {
   size_t i;
-  int passed = 0, failed = 0, skipped = 0;
+  volatile int passed = 0, failed = 0, skipped = 0;
   void* group_state = NULL;
   printf("[==========] %s: Running %u test(s).\n", group, (unsigned)n);
   if (setup && setup(&group_state) != 0) {

@@ -1,0 +1,377 @@
+/* bench_relay.c — tmk-bench-relay: starts build/bin/telemark-relay on loopback and feeds it from
+ * 8 synthetic targets (threads sending pre-encoded, game-like zone packets over UDP). Prints
+ * RESULT zones_per_s (zones decoded and stored per second of relay CPU, saturated), loss_ratio
+ * (packets lost at 5 M zones/s from 8 targets) and bytes_per_stored_zone (relay store memory). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tmk_proto.h"
+
+#define TARGETS 8
+#define PACKET 1200
+#define ROUNDS 10 /* flat-out phase: each target replays its packets under ROUNDS session ids */
+
+extern char** environ;
+
+typedef struct packets {
+  uint8_t* data; /* PACKET bytes per slot */
+  uint16_t* len;
+  size_t n;
+  uint64_t zones;
+} packets;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint32_t g_seed = 12345;
+static uint32_t rnd(void) {
+  g_seed ^= g_seed << 13;
+  g_seed ^= g_seed >> 17;
+  g_seed ^= g_seed << 5;
+  return g_seed;
+}
+
+/* A game-like frame on one thread: Frame > {Update > {AI, Physics x k}, Render > {draw x m}}
+ * with jittered durations, depth-first order (what tmk_proto_put_zones packs best). */
+static size_t gen_frame(tmk_proto_zone* z, uint64_t t) {
+  size_t n = 0;
+  uint64_t frame_start = t;
+  size_t frame_idx = n++;
+  t += 20 + rnd() % 10;
+  size_t upd = n++;
+  uint64_t upd_start = t;
+  t += 5;
+  for (int k = 0; k < 12; k++) {
+    uint64_t s = t, d = 300 + rnd() % 40;
+    z[n++] = (tmk_proto_zone){s, d, (uint32_t)(4 + k % 3), 2};
+    t += d + 10 + rnd() % 5;
+  }
+  z[upd] = (tmk_proto_zone){upd_start, t - upd_start, 2, 1};
+  t += 10;
+  size_t ren = n++;
+  uint64_t ren_start = t;
+  for (int k = 0; k < 40; k++) {
+    uint64_t s = t, d = 100 + rnd() % 30;
+    z[n++] = (tmk_proto_zone){s, d, (uint32_t)(10 + k % 8), 2};
+    t += d + 3 + rnd() % 3;
+  }
+  z[ren] = (tmk_proto_zone){ren_start, t - ren_start, 3, 1};
+  t += 30;
+  z[frame_idx] = (tmk_proto_zone){frame_start, t - frame_start, 1, 0};
+  return n;
+}
+
+static int build_target(packets* pk, uint64_t sid, size_t npackets) {
+  pk->data = malloc(npackets * PACKET);
+  pk->len = malloc(npackets * sizeof *pk->len);
+  if (!pk->data || !pk->len) return -1;
+  void* lz4 = NULL;
+  size_t ls = tmk_proto_lz4_state_size();
+  if (ls && posix_memalign(&lz4, 16, ls) != 0) lz4 = NULL;
+  static uint8_t body[PACKET - TMK_PROTO_MAX_HEADER];
+  tmk_proto_writer w;
+  tmk_proto_writer_init(&w, body, sizeof body);
+  tmk_proto_zone frame[64];
+  size_t fn = 0, fpos = 0;
+  uint64_t t = 1000000;
+  pk->n = 0;
+  pk->zones = 0;
+  while (pk->n < npackets) {
+    tmk_proto_writer_reset(&w);
+    if (pk->n % 200 == 0) {
+      for (uint32_t id = 1; id <= 17; id++) {
+        char name[16];
+        int nl = snprintf(name, sizeof name, "site%u", id);
+        tmk_proto_site s = {id, TMK_SITE_ZONE, TMK_SEV_INFO, 1, 0, id, {name, (uint32_t)nl},
+                            {"bench.c", 7}};
+        tmk_proto_put_site(&w, &s);
+      }
+    }
+    for (;;) {
+      if (fpos == fn) {
+        fn = gen_frame(frame, t);
+        fpos = 0;
+        t = frame[0].start + frame[0].duration + 100;
+      }
+      int put = tmk_proto_put_zones(&w, frame + fpos, fn - fpos);
+      if (put < 0) return -1;
+      fpos += (size_t)put;
+      pk->zones += (uint64_t)put;
+      if (fpos < fn) break; /* packet full */
+    }
+    int n = tmk_proto_finish(&w, sid, pk->n, pk->data + pk->n * PACKET, PACKET, lz4);
+    if (n < 0) return -1;
+    pk->len[pk->n] = (uint16_t)n;
+    pk->n++;
+  }
+  free(lz4);
+  return 0;
+}
+
+typedef struct sender {
+  pthread_t th;
+  packets* pk;
+  int port;
+  double pps; /* 0 = flat out */
+  int rounds;
+  uint64_t sid0; /* round r sends as session sid0 + r * TARGETS */
+  double elapsed;
+} sender;
+
+static void set_sid(uint8_t* packet, uint64_t sid) { /* header bytes 6..13, little-endian */
+  for (int b = 0; b < 8; b++) packet[6 + b] = (uint8_t)(sid >> (8 * b));
+}
+
+static void* send_main(void* arg) {
+  sender* s = arg;
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in to;
+  memset(&to, 0, sizeof to);
+  to.sin_family = AF_INET;
+  to.sin_port = htons((uint16_t)s->port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  connect(fd, (struct sockaddr*)&to, sizeof to);
+  double t0 = now_s();
+  size_t sent = 0;
+  for (int round = 0; round < s->rounds; round++)
+  for (size_t i = 0; i < s->pk->n; i++, sent++) {
+    if (s->rounds > 1) set_sid(s->pk->data + i * PACKET, s->sid0 + (uint64_t)round * TARGETS);
+    while (send(fd, s->pk->data + i * PACKET, s->pk->len[i], 0) < 0 &&
+           (errno == ENOBUFS || errno == EAGAIN || errno == EINTR)) {
+    }
+    if (s->pps > 0 && (sent & 7) == 7) {
+      double due = t0 + (double)(sent + 1) / s->pps;
+      double now = now_s();
+      if (due > now) {
+        struct timespec ts = {0, (long)((due - now) * 1e9)};
+        nanosleep(&ts, NULL);
+      }
+    }
+  }
+  s->elapsed = now_s() - t0;
+  close(fd);
+  return NULL;
+}
+
+/* ---- tiny HTTP client for the relay's API ----------------------------------------------- */
+static int http_get(int port, const char* path, char* out, size_t cap) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in to;
+  memset(&to, 0, sizeof to);
+  to.sin_family = AF_INET;
+  to.sin_port = htons((uint16_t)port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr*)&to, sizeof to) != 0) {
+    close(fd);
+    return -1;
+  }
+  char req[256];
+  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+  if (write(fd, req, (size_t)n) != n) {
+    close(fd);
+    return -1;
+  }
+  size_t len = 0;
+  ssize_t r;
+  while (len < cap - 1 && (r = read(fd, out + len, cap - 1 - len)) > 0) len += (size_t)r;
+  out[len] = 0;
+  close(fd);
+  return strstr(out, " 200 ") ? 0 : -1;
+}
+
+static uint64_t json_num(const char* js, const char* key) {
+  char k[64];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char* p = strstr(js, k);
+  return p ? strtoull(p + strlen(k), NULL, 10) : 0;
+}
+
+typedef struct sess_stats {
+  uint64_t zones, packets, lost, mem;
+} sess_stats;
+
+static int get_stats(int http, uint64_t sid, sess_stats* st) {
+  char path[64], buf[8192];
+  snprintf(path, sizeof path, "/api/sessions/%016llx", (unsigned long long)sid);
+  if (http_get(http, path, buf, sizeof buf) != 0) return -1;
+  const char* s = strstr(buf, "\"stats\":");
+  if (!s) return -1;
+  st->zones = json_num(s, "zones");
+  st->packets = json_num(s, "packets");
+  st->lost = json_num(s, "lost");
+  st->mem = json_num(s, "mem_bytes");
+  return 0;
+}
+
+static double relay_cpu_s(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char* p = strrchr(buf, ')');
+  if (!p) return 0;
+  unsigned long ut = 0, st = 0;
+  /* fields after ")": state(3) ... utime(14) stime(15) */
+  sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Runs one phase: 8 senders, waits until the relay has accounted for every packet. */
+static int run_phase(int port, int http, packets* pk, const uint64_t* sids, int rounds,
+                     double pps, pid_t relay, double* cpu, sess_stats* total, double* wall) {
+  sender s[TARGETS];
+  double c0 = relay_cpu_s(relay), t0 = now_s();
+  for (int i = 0; i < TARGETS; i++) {
+    s[i].pk = &pk[i];
+    s[i].port = port;
+    s[i].pps = pps;
+    s[i].rounds = rounds;
+    s[i].sid0 = sids[i];
+    pthread_create(&s[i].th, NULL, send_main, &s[i]);
+  }
+  for (int i = 0; i < TARGETS; i++) pthread_join(s[i].th, NULL);
+  *wall = now_s() - t0;
+  /* the relay is done when the counters stop moving (the last gaps need its 100 ms window) */
+  sess_stats prev;
+  memset(&prev, 0, sizeof prev);
+  for (int stable = 0, tries = 0; stable < 3 && tries < 200; tries++) {
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    memset(total, 0, sizeof *total);
+    for (int i = 0; i < TARGETS * rounds; i++) {
+      sess_stats st;
+      memset(&st, 0, sizeof st);
+      get_stats(http, sids[i % TARGETS] + (uint64_t)(i / TARGETS) * TARGETS, &st);
+      total->zones += st.zones;
+      total->packets += st.packets;
+      total->lost += st.lost;
+      total->mem += st.mem;
+    }
+    stable = (total->zones == prev.zones && total->lost == prev.lost) ? stable + 1 : 0;
+    prev = *total;
+  }
+  *cpu = relay_cpu_s(relay) - c0;
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  (void)argc;
+  char exe[1024];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+  if (n <= 0) return 1;
+  exe[n] = 0;
+  char* slash = strrchr(exe, '/');
+  strcpy(slash + 1, "telemark-relay");
+  char dir[] = "/tmp/tmk-bench-relay-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  char logpath[128];
+  snprintf(logpath, sizeof logpath, "%s/relay.log", dir);
+
+  /* pre-encode both phases before the relay starts */
+  size_t np1 = 2500, np2 = 4000; /* phase 1 sends np1 * ROUNDS packets per target */
+  static packets p1[TARGETS], p2[TARGETS];
+  uint64_t s1[TARGETS], s2[TARGETS], z1 = 0, z2 = 0, b2 = 0;
+  for (int i = 0; i < TARGETS; i++) {
+    s1[i] = 0xB100000000000000ull + (uint64_t)i;
+    s2[i] = 0xB200000000000000ull + (uint64_t)i;
+    if (build_target(&p1[i], s1[i], np1) || build_target(&p2[i], s2[i], np2)) {
+      fprintf(stderr, "%s: encoding failed\n", argv[0]);
+      return 1;
+    }
+    z1 += p1[i].zones * ROUNDS;
+    z2 += p2[i].zones;
+    for (size_t k = 0; k < p2[i].n; k++) b2 += p2[i].len[k];
+  }
+  double zones_per_packet = (double)z2 / (double)(TARGETS * np2);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, logpath, 0x241 /* O_WRONLY|O_CREAT|O_TRUNC */, 0644);
+  char datadir[128];
+  snprintf(datadir, sizeof datadir, "%s/data", dir);
+  char* args[] = {exe, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir", datadir,
+                  "--session-memory", "1G", "--max-sessions", "256", NULL};
+  pid_t relay;
+  if (posix_spawn(&relay, exe, &fa, NULL, args, environ) != 0) {
+    fprintf(stderr, "cannot start %s\n", exe);
+    return 1;
+  }
+  int port = 0, http = 0;
+  for (int i = 0; i < 100 && !http; i++) {
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+    FILE* f = fopen(logpath, "r");
+    if (!f) continue;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      const char* p = strstr(line, "listening on 127.0.0.1:");
+      const char* h = strstr(line, "http://127.0.0.1:");
+      if (p && h) {
+        port = atoi(p + 23);
+        http = atoi(h + 17);
+      }
+    }
+    fclose(f);
+  }
+  if (!http) {
+    fprintf(stderr, "relay did not start (see %s)\n", logpath);
+    kill(relay, SIGKILL);
+    return 1;
+  }
+
+  double cpu1, wall1, cpu2, wall2;
+  sess_stats t1, t2;
+  /* Phase 1 offers 40 M zones/s, beyond what one relay core can take, so the relay is busy all
+   * the time; paced senders leave the relay a core of its own on a small machine, which
+   * flat-out senders would not. zones_per_s = zones stored / relay CPU seconds. */
+  double pps40m = 40e6 / TARGETS / zones_per_packet;
+  run_phase(port, http, p1, s1, ROUNDS, pps40m, relay, &cpu1, &t1, &wall1);
+  double pps5m = 5e6 / TARGETS / zones_per_packet;
+  run_phase(port, http, p2, s2, 1, pps5m, relay, &cpu2, &t2, &wall2);
+
+  kill(relay, SIGTERM);
+  int status;
+  waitpid(relay, &status, 0);
+
+  printf("bench-relay: %d targets over loopback UDP, %.0f zones/packet, %.2f wire bytes/zone\n",
+         TARGETS, zones_per_packet, (double)b2 / (double)z2);
+  printf("bench-relay: offered 40 M zones/s: %llu of %llu zones stored (%llu packets lost) in "
+         "%.2f s wall, relay cpu %.2f s\n",
+         (unsigned long long)t1.zones, (unsigned long long)z1, (unsigned long long)t1.lost, wall1,
+         cpu1);
+  printf("bench-relay: paced at 5 M zones/s (%.0f packets/s per target): %llu of %llu zones in "
+         "%.2f s (relay cpu %.2f s), %llu of %llu packets lost\n",
+         pps5m, (unsigned long long)t2.zones, (unsigned long long)z2, wall2, cpu2,
+         (unsigned long long)t2.lost, (unsigned long long)(TARGETS * np2));
+  printf("RESULT zones_per_s=%.0f\n", cpu1 > 0 ? (double)t1.zones / cpu1 : 0.0);
+  printf("RESULT loss_ratio=%.6f\n", (double)(TARGETS * np2 - t2.packets) / (double)(TARGETS * np2));
+  printf("RESULT bytes_per_stored_zone=%.2f\n", t2.zones ? (double)t2.mem / (double)t2.zones : 0.0);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  for (int i = 0; i < TARGETS; i++) {
+    free(p1[i].data);
+    free(p1[i].len);
+    free(p2[i].data);
+    free(p2[i].len);
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}

@@ -1,0 +1,835 @@
+#!/usr/bin/env python3
+"""relay_test.py — integration tests of telemark-relay: each case starts the real binary on free
+loopback ports (port 0, read back from its log), drives it with tmk-relay-synth (and the chaos
+proxy), and checks what the HTTP API reports. Usage: relay_test.py CASE --bin DIR --tmp DIR"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+BIN = TMP = QEMU = PPC_SYNTH = DEMO = SENDTEST = BIG_ENDIAN = None
+FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--session-memory",
+         "--reorder-window", "--log-level"]
+
+
+def fail(msg):
+    raise AssertionError(msg)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def eq(a, b, what):
+    if a != b:
+        fail(f"{what}: expected {b!r}, got {a!r}")
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        last = pred()
+        if last:
+            return last
+        time.sleep(0.05)
+    fail(f"timed out waiting for {what} (last: {last!r})")
+
+
+class Relay:
+    def __init__(self, *extra, data=None, name="relay", preexec=None):
+        self.data = data or os.path.join(TMP, "data")
+        self.logpath = os.path.join(TMP, f"{name}-{time.time_ns()}.log")
+        self.logf = open(self.logpath, "w")
+        args = [os.path.join(BIN, "telemark-relay"), "--listen", "127.0.0.1:0", "--http",
+                "127.0.0.1:0", "--data-dir", self.data, *map(str, extra)]
+        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     preexec_fn=preexec)
+        m = wait_for(lambda: self.proc.poll() is None and re.search(
+            r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/", self.log()),
+            5, "relay start")
+        self.port, self.http = int(m.group(1)), int(m.group(2))
+
+    def log(self):
+        with open(self.logpath) as f:
+            return f.read()
+
+    def api(self, method, path, body=None, raw=None):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}", data=data,
+                                     method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            text = e.read()
+            try:
+                return e.code, json.loads(text)
+            except ValueError:
+                fail(f"{method} {path}: {e.code} with a body that is not JSON: {text!r}")
+
+    def get(self, path):
+        st, js = self.api("GET", path)
+        eq(st, 200, f"GET {path} status ({js})")
+        return js
+
+    def sessions(self):
+        return self.get("/api/sessions")
+
+    def session(self, sid):
+        return self.get(f"/api/sessions/{sid}")
+
+    def wait_zones(self, sid, n, timeout=10):
+        def ok():
+            st, js = self.api("GET", f"/api/sessions/{sid}")
+            return st == 200 and js["stats"]["zones"] >= n and js
+        js = wait_for(ok, timeout, f"{n} zones in session {sid}")
+        time.sleep(0.2)  # anything beyond n would show up now
+        js = self.session(sid)
+        eq(js["stats"]["zones"], n, f"zones of {sid}")
+        return js
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(15)
+        finally:
+            self.logf.close()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.logf.close()
+
+    def rss_kb(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+
+def synth(*args, timeout=40):
+    p = subprocess.run([os.path.join(BIN, "tmk-relay-synth"), *map(str, args)],
+                       capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        fail(f"tmk-relay-synth {args} failed ({p.returncode}): {p.stderr}")
+    return p.stdout
+
+
+def synth_bg(*args):
+    return subprocess.Popen([os.path.join(BIN, "tmk-relay-synth"), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def sent(out):
+    m = re.search(r"SYNTH session=(\w+) packets=(\d+) zones=(\d+) frames=(\d+) plots=(\d+) "
+                  r"messages=(\d+)", out)
+    check(m, f"synth summary missing in {out!r}")
+    return {"session": m.group(1), "packets": int(m.group(2)), "zones": int(m.group(3)),
+            "frames": int(m.group(4)), "plots": int(m.group(5)), "messages": int(m.group(6))}
+
+
+def zones_of(r, sid, extra=""):
+    return r.get(f"/api/sessions/{sid}/zones?limit=1000000{extra}")
+
+
+def events_of(r, sid, types, extra=""):
+    return r.get(f"/api/sessions/{sid}/events?type={types}&limit=1000000{extra}")["events"]
+
+
+def frame_time(seq):  # what tmk_synth.c puts in packet `seq` (1 tick = 1 ns at 1 GHz)
+    return 1000000 + seq * 100000 + 95000
+
+
+# ---------------------------------------------------------------------------------------------
+def case_cli():
+    exe = os.path.join(BIN, "telemark-relay")
+    p = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10)
+    eq(p.returncode, 0, "--help exit code")
+    for f in FLAGS:
+        check(f in p.stdout, f"--help does not document {f}")
+    for bad, why in ([["--bogus"], "unknown option"], [["--max-sessions", "0"], "--max-sessions"],
+                     [["--listen", "nothost"], "--listen"], [["--session-memory", "12x"], "--session-memory"],
+                     [["--reorder-window", "5parsecs"], "--reorder-window"], [["--log-level", "loud"], "--log-level"],
+                     [["--listen"], "needs a value"]):
+        p = subprocess.run([exe, *bad], capture_output=True, text=True, timeout=10)
+        eq(p.returncode, 2, f"exit code for {bad}")
+        check(why in p.stderr, f"message for {bad} does not mention {why!r}: {p.stderr!r}")
+    # A port in use: exit 3 with a message that says what to do.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    busy = s.getsockname()[1]
+    os.makedirs(TMP, exist_ok=True)
+    for flag in ("--listen", "--http"):
+        args = [exe, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir",
+                os.path.join(TMP, "d"), flag, f"127.0.0.1:{busy}"]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=10)
+        eq(p.returncode, 3, f"exit code with {flag} on a busy port ({p.stderr})")
+        check("another" in p.stderr, f"busy-port message for {flag}: {p.stderr!r}")
+    s.close()
+    # Unusable data directory: exit 4.
+    afile = os.path.join(TMP, "a-file")
+    open(afile, "w").close()
+    for d in (afile, os.path.join(afile, "sub")):
+        p = subprocess.run([exe, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir", d],
+                           capture_output=True, text=True, timeout=10)
+        eq(p.returncode, 4, f"exit code for data dir {d} ({p.stderr})")
+        check("--data-dir" in p.stderr, f"data dir message: {p.stderr!r}")
+    # SIGINT: clean exit 0.
+    r = Relay()
+    eq(r.stop(signal.SIGINT), 0, "exit code after SIGINT")
+    check("stopped" in r.log(), "no 'stopped' line after SIGINT")
+
+
+def basic(transport_args, transport):
+    r = Relay()
+    try:
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--packets", 200, "--zones", 20,
+                         "--threads", 2, "--session", "00000000000abc01", *transport_args))
+        sid = out["session"]
+        eq(out["zones"], 8000, "synth zones")
+        js = r.wait_zones(sid, 8000)
+        for k in ("id", "program", "live", "stats"):
+            check(k in js, f"session has no {k}")
+        eq(js["program"], "tmk-relay-synth", "program")
+        eq(js["transport"], transport, "transport")
+        eq(js["byte_order"], "little", "byte order")
+        st = js["stats"]
+        for k in ("records", "lost", "duplicated", "malformed", "dropped_by_agent"):
+            check(k in st, f"stats has no {k}")
+        eq(st["lost"], 0, "lost")
+        eq(st["duplicated"], 0, "duplicated")
+        eq(st["malformed"], 0, "malformed")
+        eq(st["packets"], 200, "packets")
+        eq(st["unresolved_sites"], 0, "unresolved sites")
+        wait_for(lambda: not r.session(sid)["live"], 5, "session ends after BYE")
+        lst = r.sessions()
+        eq([s["id"] for s in lst], [sid], "session list")
+        # zones on thread 0, and one exact zone: packet 0's parent
+        z = zones_of(r, sid, "&thread=0")
+        eq(z["count"], 4000, "zones on thread 0")
+        check([1000000, 90000, 0, 1, 0, 0] in z["zones"], "parent zone of packet 0 missing")
+        check([1000010, 301, 0, 3, 1, 0] in z["zones"], "first leaf of packet 0 missing")
+        # time range query: packets 10..19 on thread 1 → 10 parents + their leaves
+        t0, t1 = 1000000 + 10 * 100000, 1000000 + 19 * 100000 + 95000
+        zr = zones_of(r, sid, f"&thread=1&t0={t0}&t1={t1}")
+        eq(zr["count"], 10 * 20, "zones in a time range")
+        frames = events_of(r, sid, "frame")
+        eq([f["time_ns"] for f in frames], [frame_time(s) for s in range(200)], "frame times")
+        plots = events_of(r, sid, "plot")
+        eq([p["value"] for p in plots], list(range(200)), "plot values")
+        msgs = events_of(r, sid, "message")
+        eq(len(msgs), 20, "messages")
+        eq(msgs[0]["text"], "packet 0", "message text")
+        sites = r.get(f"/api/sessions/{sid}/sites")
+        names = {s["id"]: s["name"] for s in sites["sites"]}
+        eq(names.get(4), "Render", "site 4 name")
+        eq(sorted(t["name"] for t in sites["threads"]), ["thread-0", "thread-1"], "thread names")
+        eq([t["name"] for t in sites["teams"]], ["render"], "team names")
+        eq(js["clock"], {"ns": 1000000, "unix_ns": 1700000000000000000}, "clock sync")
+        check("WELCOME" in r.log(), "WELCOME not logged")
+        eq(r.log().count("WELCOME"), 1, "WELCOME log lines")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_udp():
+    basic([], "udp")
+
+
+def case_tcp():
+    basic(["--tcp"], "tcp")
+
+
+def case_udp_to_tcp():
+    r = Relay()
+    try:
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--packets", 200, "--switch-tcp-at", 100,
+                         "--linger", 100))
+        js = r.wait_zones(out["session"], out["zones"])
+        eq(len(r.sessions()), 1, "one session for UDP then TCP")
+        eq(js["transport"], "tcp", "transport after the switch")
+        eq(js["stats"]["lost"], 0, "lost")
+        eq(js["stats"]["spoofed"], 0, "spoofed")
+        frames = events_of(r, out["session"], "frame")
+        eq([f["time_ns"] for f in frames], [frame_time(s) for s in range(200)], "frames in order")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_late_sites():
+    r = Relay()
+    try:
+        sid = "00000000000abc02"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 10, "--sites-late",
+              "--no-bye")
+        js = r.wait_zones(sid, 10 * 2 * 20)
+        eq(js["stats"]["unresolved_sites"], 9, "sites referenced but not described yet")
+        sites = r.get(f"/api/sessions/{sid}/sites")["sites"]
+        check(all(not s["known"] for s in sites), "sites known before their descriptors")
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 1, "--seq-start", 10,
+              "--sites-late", "--no-hello")
+        js = r.wait_zones(sid, 11 * 2 * 20)
+        eq(js["stats"]["unresolved_sites"], 0, "unresolved after the descriptors arrived")
+        names = {s["id"]: (s["known"], s["name"]) for s in r.get(f"/api/sessions/{sid}/sites")["sites"]}
+        eq(names[2], (True, "Update"), "site 2 resolved")
+        z = zones_of(r, sid, "&thread=0&t1=1001000")
+        check([1000010, 301, 0, 3, 1, 0] in z["zones"], "early zone kept and resolvable")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_big_endian():
+    r = Relay()
+    try:
+        sid = "0123456789abcdef"
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--big-endian",
+                         "--packets", 50))
+        js = r.wait_zones(sid, out["zones"])
+        eq(js["id"], sid, "session id from a big-endian header")
+        eq(js["byte_order"], "big", "byte order fact")
+        plots = events_of(r, sid, "plot")
+        eq([p["value"] for p in plots], [s + 0.5 for s in range(50)], "double plots normalised")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_chaos():
+    r = Relay()
+    try:
+        n = 3000
+        chaos = subprocess.Popen([os.path.join(BIN, "tmk-relay-chaos"), "--to", f"127.0.0.1:{r.port}",
+                                  "--seed", "7", "--drop", "0.05", "--dup", "0.03", "--reorder",
+                                  "0.05", "--protect-from", str(n - 1), "--idle-ms", "1000"],
+                                 stdout=subprocess.PIPE, text=True)
+        m = re.match(r"CHAOS port=(\d+)", chaos.stdout.readline())
+        check(m, "chaos proxy did not start")
+        # paced so that a stalled relay (loaded CI machine) cannot overflow its socket buffer:
+        # every loss must be one the proxy made
+        out = sent(synth("--to", f"127.0.0.1:{m.group(1)}", "--packets", n, "--zones", 10,
+                         "--threads", 1, "--session", "00000000000c4a05", "--rate", 10000))
+        res, _ = chaos.communicate(timeout=20)
+        c = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", res))
+        check(c["dropped"] > 50 and c["duplicated"] > 30 and c["reordered"] > 50,
+              f"chaos did too little: {c}")
+        sid = out["session"]
+        js = r.wait_zones(sid, (n - c["dropped"]) * 10)
+        st = js["stats"]
+        eq(st["lost"], c["dropped"], "relay loss count vs packets the proxy dropped")
+        eq(st["duplicated"], c["duplicated"], "relay duplicate count vs proxy duplicates")
+        check(st["reordered"] > 0, "no reordering seen")
+        eq(st["late"], 0, "late packets")
+        eq(st["malformed"], 0, "malformed")
+        times = [f["time_ns"] for f in events_of(r, sid, "frame")]
+        eq(times, sorted(times), "order restored")
+        eq(len(times), n - c["dropped"], "frames")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_malformed():
+    r = Relay()
+    try:
+        sid = "0000000000bad001"
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 100,
+                         "--corrupt-every", 10, "--no-bye"))
+        eq(out["zones"], 90 * 40, "zones in the good packets")
+        js = r.wait_zones(sid, 90 * 40)
+        st = js["stats"]
+        eq(st["malformed"], 10, "malformed packets")
+        eq(st["lost"], 0, "a malformed packet is not a lost one")
+        eq(st["packets"], 100, "DATA packets delivered")
+        frames = [f["time_ns"] for f in events_of(r, sid, "frame")]
+        eq(frames, [frame_time(s) for s in range(100) if s % 10 != 9],
+           "nothing stored from malformed packets")
+        # the same flood over TCP: the connection survives bad bodies (framing is intact)
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--tcp", "--session", "0000000000bad002",
+                         "--packets", 50, "--corrupt-every", 5))
+        js = r.wait_zones("0000000000bad002", 40 * 40)
+        eq(js["stats"]["malformed"], 10, "malformed over TCP")
+        eq(len(r.sessions()), 2, "sessions")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_spoofed():
+    r = Relay()
+    try:
+        sid = "00000000005b00f0"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 20, "--no-bye")
+        r.wait_zones(sid, 20 * 40)
+        # another host (127.0.0.2) sends DATA and a HELLO under the same session id
+        synth("--to", f"127.0.0.1:{r.port}", "--bind", "127.0.0.2", "--session", sid,
+              "--packets", 30, "--seq-start", 20, "--no-bye")
+        synth("--to", f"127.0.0.1:{r.port}", "--bind", "127.0.0.2", "--tcp", "--session", sid,
+              "--packets", 5, "--seq-start", 50, "--no-bye")
+        js = wait_for(lambda: (lambda j: j["stats"]["spoofed"] >= 37 and j)(r.session(sid)), 5,
+                      "spoofed packets counted")
+        eq(js["stats"]["spoofed"], 30 + 1 + 5 + 1, "spoofed DATA + HELLO over UDP and TCP")
+        eq(js["stats"]["zones"], 20 * 40, "zones after spoofing")
+        eq(js["source"].split(":")[0], "127.0.0.1", "session still bound to its host")
+        eq(len(r.sessions()), 1, "no session for the spoofer")
+        # the real target carries on unharmed
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 10, "--seq-start", 20,
+              "--no-hello")
+        js = r.wait_zones(sid, 30 * 40)
+        eq(js["stats"]["lost"], 0, "lost after spoofing")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_record_roundtrip():
+    data = os.path.join(TMP, "data")
+    r = Relay("--record", data=data)
+    try:
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--packets", 300, "--zones", 20))
+        sid = out["session"]
+        r.wait_zones(sid, out["zones"])
+        live = r.session(sid)
+        check(live["recording"], "session not recording with --record")
+        zl = zones_of(r, sid)
+        el = events_of(r, sid, "frame,plot,message")
+    finally:
+        eq(r.stop(), 0, "exit code")
+    check("recording" in r.log() and "closed" in r.log(), "recording close not logged")
+    r2 = Relay(data=data, name="reader")
+    try:
+        recs = r2.get("/api/recordings")
+        eq(len(recs), 1, "recordings listed")
+        eq(recs[0]["kind"], "recording", "recording kind")
+        st, js = r2.api("POST", "/api/recordings/open", {"name": recs[0]["name"]})
+        eq(st, 200, f"open status {js}")
+        rid = js["id"]
+        eq(js["live"], False, "opened recording live")
+        eq(js["recorded"], True, "opened recording flagged")
+        eq(js["program"], "tmk-relay-synth", "program from the recorded HELLO")
+        eq(js["session_id"], sid, "session id")
+        eq(js["stats"]["zones"], out["zones"], "zones replayed")
+        eq(zones_of(r2, rid), zl, "zones identical to the live session")
+        eq(events_of(r2, rid, "frame,plot,message"), el, "events identical to the live session")
+        ids = [s["id"] for s in r2.sessions()]
+        check(rid in ids, "opened recording not in /api/sessions")
+        st, js2 = r2.api("POST", "/api/recordings/open", {"name": recs[0]["name"]})
+        eq((st, js2["id"]), (200, rid), "opening twice gives the same session")
+    finally:
+        eq(r2.stop(), 0, "exit code")
+
+
+def frames_prefix(r, rid):
+    times = [f["time_ns"] for f in events_of(r, rid, "frame")]
+    eq(times, [frame_time(s) for s in range(len(times))], "recovered frames are a clean prefix")
+    return len(times)
+
+
+def case_kill9():
+    data = os.path.join(TMP, "data")
+    r = Relay("--record", data=data)
+    sy = synth_bg("--to", f"127.0.0.1:{r.port}", "--packets", 3000, "--rate", 500, "--zones", 20)
+    try:
+        wait_for(lambda: r.sessions() and r.sessions()[0]["stats"]["packets"] > 600, 10,
+                 "600 packets received")
+        time.sleep(1.3)  # at least one periodic flush after that
+        os.kill(r.proc.pid, signal.SIGKILL)
+        r.proc.wait(5)
+    finally:
+        sy.kill()
+        sy.wait()
+        r.kill()
+    files = [f for f in os.listdir(data) if f.endswith(".tmkr")]
+    eq(len(files), 1, "one recording after kill -9")
+    path = os.path.join(data, files[0])
+    raw = open(path, "rb").read()
+    # variants: as left by kill -9, torn in the middle of the last chunk, garbage appended
+    with open(os.path.join(data, "torn.tmkr"), "wb") as f:
+        f.write(raw[:len(raw) - 7])
+    with open(os.path.join(data, "junk.tmkr"), "wb") as f:
+        f.write(raw + b"\x40\x00\x00\x00\x02\x00\x00\x00junkjunkjunk")
+    r2 = Relay(data=data, name="reader")
+    try:
+        counts = {}
+        for name in (files[0], "torn.tmkr", "junk.tmkr"):
+            st, js = r2.api("POST", "/api/recordings/open", {"name": name})
+            eq(st, 200, f"open {name}: {js}")
+            eq(js["stats"]["malformed"], 0, f"malformed records in {name}")
+            counts[name] = frames_prefix(r2, js["id"])
+            eq(js["stats"]["zones"], counts[name] * 40, f"zones of {name} are whole packets")
+        # 600+ packets had arrived, then 1.3 s passed: either the 1 s timed flush or the first
+        # 64 KiB chunk (about 590 of these ~110-byte packets) has been written.
+        check(counts[files[0]] >= 300, f"only {counts[files[0]]} packets recovered")
+        eq(counts["junk.tmkr"], counts[files[0]], "garbage tail skipped")
+        check(counts["torn.tmkr"] < counts[files[0]], "torn chunk was read")
+        check("torn or corrupt tail" in r2.log(), "torn tail not reported")
+    finally:
+        eq(r2.stop(), 0, "exit code")
+
+
+def case_disk_full():
+    """A recording that cannot grow (file size limit: writes fail with EFBIG, as on a full
+    disk): the relay stops recording with an error, keeps the file readable, keeps ingesting."""
+    import resource
+    data = os.path.join(TMP, "data")
+    limit = 64 * 1024 + 4096  # the first 64 KiB chunk fits, the second does not
+    r = Relay("--record", data=data,
+              preexec=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    try:
+        sid = "00000000000d15c0"
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 3000,
+                         "--zones", 20, "--no-bye"))
+        js = r.wait_zones(sid, out["zones"])
+        wait_for(lambda: "recording stopped" in r.log(), 5, "the write error")
+        js = r.session(sid)
+        eq(js["recording"], False, "recording flag after the error")
+        eq(js["stats"]["malformed"], 0, "ingest unaffected")
+    finally:
+        eq(r.stop(), 0, "exit code")
+    files = [f for f in os.listdir(data) if f.endswith(".tmkr")]
+    eq(len(files), 1, "recording file")
+    check(os.path.getsize(os.path.join(data, files[0])) <= limit, "file over the limit")
+    r2 = Relay(data=data, name="reader")
+    try:
+        st, js = r2.api("POST", "/api/recordings/open", {"name": files[0]})
+        eq(st, 200, f"open the cut recording: {js}")
+        n = frames_prefix(r2, js["id"])
+        check(n > 100, f"only {n} packets kept before the disk filled")
+        eq(js["stats"]["malformed"], 0, "malformed in the kept part")
+    finally:
+        eq(r2.stop(), 0, "exit code")
+
+
+def case_agent_file():
+    data = os.path.join(TMP, "data")
+    os.makedirs(data, exist_ok=True)
+    out = sent(synth("--file", os.path.join(data, "game.tmkf"), "--packets", 50))
+    raw = open(os.path.join(data, "game.tmkf"), "rb").read()
+    with open(os.path.join(data, "cut.tmkf"), "wb") as f:
+        f.write(raw[:len(raw) // 2])
+    r = Relay(data=data)
+    try:
+        recs = sorted(r.get("/api/recordings"), key=lambda x: x["name"])
+        eq([(x["name"], x["kind"]) for x in recs], [("cut.tmkf", "agent_file"),
+                                                   ("game.tmkf", "agent_file")], "agent files")
+        st, js = r.api("POST", "/api/recordings/open", {"name": "game.tmkf"})
+        eq(st, 200, f"open agent file: {js}")
+        eq(js["id"], "game", "id of an opened file")
+        eq(js["transport"], "file", "transport")
+        eq(js["program"], "tmk-relay-synth", "program")
+        eq(js["stats"]["zones"], out["zones"], "zones from the agent file")
+        st, js = r.api("POST", "/api/recordings/open", {"name": "cut.tmkf"})
+        eq(st, 200, f"open cut agent file: {js}")
+        n = frames_prefix(r, "cut")
+        check(0 < n < 50, f"cut file gave {n} packets")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_version_reject():
+    r = Relay()
+    try:
+        out = synth("--to", f"127.0.0.1:{r.port}", "--hello-version", 2, "--hello-count", 5,
+                    "--linger", 500)
+        check("REPLY REJECT reason=1" in out, f"no REJECT reason 1: {out!r}")
+        check("protocol 1" in out and "agent speaks 2" in out, f"reject text: {out!r}")
+        out = synth("--to", f"127.0.0.1:{r.port}", "--hello-version", 2, "--hello-count", 3,
+                    "--linger", 300)
+        check("REPLY REJECT reason=1" in out, f"no REJECT for a repeated HELLO: {out!r}")
+        out = synth("--to", f"127.0.0.1:{r.port}", "--tcp", "--session", "7e7e7e7e7e7e7e7e",
+                    "--hello-version", 7, "--linger", 500)
+        check("REPLY REJECT reason=1" in out, f"no REJECT over TCP: {out!r}")
+        log = r.log()
+        eq(len(re.findall(r"REJECT session 5e55100000000001.*agent speaks 2", log)), 1,
+           "REJECT logged once per session (8 HELLOs from two runs, each answered)")
+        eq(len(re.findall(r"REJECT session 7e7e7e7e7e7e7e7e.*agent speaks 7", log)), 1,
+           "REJECT over TCP logged")
+        eq(r.sessions(), [], "a rejected agent creates no session")
+        out = synth("--to", f"127.0.0.1:{r.port}", "--packets", 1, "--linger", 300)
+        check("REPLY WELCOME version=1" in out, f"no WELCOME: {out!r}")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_garbage_flood():
+    # Stated bound: with --max-sessions 8 and --session-memory 1M the relay stays under 24 MiB
+    # resident whatever arrives: stores 8 x 1 MiB, reorder buffers <= 8 x 1 MiB, the recvmmsg
+    # buffer 2 MiB, TCP connection buffers, code and libc arenas.
+    r = Relay("--max-sessions", 8, "--session-memory", "1M")
+    try:
+        sid = "00000000000f10d0"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 50, "--no-bye")
+        r.wait_zones(sid, 50 * 40)
+        # a big legit session that must be cut by its memory budget, not grow
+        big = "00000000000f10d1"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", big, "--packets", 6000, "--zones", 40,
+              "--threads", 1, "--no-bye")
+        base = r.rss_kb()
+        synth("--to", f"127.0.0.1:{r.port}", "--garbage", 30000, "--seed", 3)
+        synth("--to", f"127.0.0.1:{r.port}", "--tcp", "--garbage", 3000, "--seed", 4)
+        synth("--to", f"127.0.0.1:{r.port}", "--flood-sessions", 5000, "--seed", 5)
+        info = r.get("/api/relay")
+        check(info["garbage"] > 1000, f"garbage not counted: {info}")
+        check(info["rejected_sessions"] > 0, "flooded session ids not refused")
+        lst = r.sessions()
+        check(len(lst) <= 8, f"{len(lst)} sessions > --max-sessions 8")
+        b = r.session(big)
+        check(b["stats"]["evicted"] > 0, "memory budget never evicted")
+        check(b["stats"]["mem_bytes"] <= 1 << 20, f"session holds {b['stats']['mem_bytes']} bytes")
+        rss = r.rss_kb()
+        print(f"relay RSS {rss} KiB (before the flood {base} KiB)")
+        check(rss < 24 * 1024, f"relay RSS {rss} KiB over the 24 MiB bound (base {base})")
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 50, "--seq-start", 50,
+              "--no-hello")
+        r.wait_zones(sid, 100 * 40)
+        eq(r.session(sid)["stats"]["lost"], 0, "legit session lost packets")
+        lines = [l for l in r.log().splitlines() if "dropped" in l and "packet" in l]
+        check(len(lines) < 10, f"{len(lines)} bad-packet log lines: not rate-limited")
+        check("suppressed" in r.log() or len(lines) <= 2, "no suppression count")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_api_errors():
+    data = os.path.join(TMP, "data")
+    os.makedirs(data, exist_ok=True)
+    with open(os.path.join(data, "bad.tmkr"), "wb") as f:
+        f.write(b"this is not a recording at all")
+    r = Relay(data=data)
+    try:
+        sid = "00000000000a9100"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 5, "--no-bye")
+        r.wait_zones(sid, 5 * 40)
+        cases = [
+            ("GET", "/api/sessions/nope", None, 404),
+            ("GET", "/api/sessions/nope/zones", None, 404),
+            ("GET", f"/api/sessions/{sid}/zones?t0=abc", None, 400),
+            ("GET", f"/api/sessions/{sid}/zones?t0=10&t1=5", None, 400),
+            ("GET", f"/api/sessions/{sid}/zones?limit=0", None, 400),
+            ("GET", f"/api/sessions/{sid}/zones?thread=-1", None, 400),
+            ("GET", f"/api/sessions/{sid}/events?type=bogus", None, 400),
+            ("POST", f"/api/sessions/{sid}/zones", b"", 405),
+            ("GET", f"/api/sessions/{sid}/control", None, 405),
+            ("POST", "/api/sessions", b"", 405),
+            ("GET", "/api/nothing", None, 404),
+            ("POST", f"/api/sessions/{sid}/control", b"not json", 400),
+            ("POST", f"/api/sessions/{sid}/control", b'{"level": 9, "mask": 1}', 400),
+            ("POST", f"/api/sessions/{sid}/control", b'{"level": 2}', 400),
+            ("POST", f"/api/sessions/{sid}/control", b'{"level": 2, "mask": 99999999999}', 400),
+            ("POST", f"/api/sessions/{sid}/control", b"x" * 5000, 413),
+            ("POST", "/api/sessions/nope/control", b'{"level": 2, "mask": 1}', 404),
+            ("POST", "/api/sessions/nope/record/start", b"", 404),
+            ("POST", f"/api/sessions/{sid}/record/stop", b"", 409),
+            ("POST", "/api/recordings/open", b'{"name": "../etc/passwd"}', 400),
+            ("POST", "/api/recordings/open", b'{"name": "missing.tmkr"}', 404),
+            ("POST", "/api/recordings/open", b'{"name": "bad.tmkr"}', 422),
+            ("POST", "/api/recordings/open", b'{}', 400),
+        ]
+        for method, path, body, want in cases:
+            st, js = r.api(method, path, raw=body)
+            eq(st, want, f"{method} {path} {body!r:.40} status")
+            check(isinstance(js, dict) and js.get("error"), f"{method} {path}: no JSON error {js}")
+        # good requests on the same session still work, the relay is unharmed
+        st, js = r.api("POST", f"/api/sessions/{sid}/record/start", raw=b"")
+        eq(st, 200, f"record start {js}")
+        check(js["path"].endswith(".tmkr"), "record path")
+        st, js = r.api("POST", f"/api/sessions/{sid}/record/start", raw=b"")
+        eq(st, 409, "record start twice")
+        st, js = r.api("POST", f"/api/sessions/{sid}/record/stop", raw=b"")
+        eq(st, 200, f"record stop {js}")
+        recs = [x for x in r.get("/api/recordings") if x["kind"] == "recording"]
+        check(any(x["name"].startswith(sid) for x in recs), "recording not listed")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_control():
+    r = Relay()
+    try:
+        for transport in ([], ["--tcp"]):
+            sid = "00000000000c0170" if not transport else "00000000000c0171"
+            sy = synth_bg("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 150,
+                          "--rate", 100, *transport)
+            wait_for(lambda: any(s["id"] == sid for s in r.sessions()), 5, "session appears")
+            st, js = r.api("POST", f"/api/sessions/{sid}/control", {"level": 2, "mask": 5})
+            eq(st, 200, f"control {js}")
+            st, js = r.api("POST", f"/api/sessions/{sid}/control", {"level": 4, "mask": "0xff"})
+            eq(st, 200, f"control {js}")
+            out, err = sy.communicate(timeout=20)
+            eq(sy.returncode, 0, f"synth failed: {err}")
+            check("REPLY CONTROL seq=1 level=2 mask=5" in out, f"first CONTROL not received: {out}")
+            check("REPLY CONTROL seq=2 level=4 mask=255" in out, f"second CONTROL: {out}")
+            eq(r.session(sid)["control"], {"level": 4, "mask": 255}, "control state")
+        wait_for(lambda: not r.session("00000000000c0171")["live"], 5, "tcp session ends")
+        st, js = r.api("POST", "/api/sessions/00000000000c0171/control", {"level": 1, "mask": 1})
+        eq(st, 409, f"control on an ended session: {js}")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_demo():
+    """The real agent: telemark-demo over UDP, TCP and its file transport."""
+    data = os.path.join(TMP, "data")
+    os.makedirs(data, exist_ok=True)
+    r = Relay(data=data)
+    try:
+        for transport in ("udp", "tcp"):
+            before = {s["id"] for s in r.sessions()}
+            p = subprocess.run([DEMO, "--seconds", "2", "--relay", f"127.0.0.1:{r.port}",
+                                "--transport", transport], capture_output=True, text=True, timeout=30)
+            eq(p.returncode, 0, f"demo over {transport}: {p.stderr}")
+            m = re.search(r"(\d+) packets", p.stdout)
+            check(m and int(m.group(1)) > 0, f"demo sent nothing: {p.stdout}")
+            new = wait_for(lambda: [s for s in r.sessions() if s["id"] not in before], 5,
+                           f"a {transport} demo session")
+            sid = new[0]["id"]
+            js = wait_for(lambda: (lambda j: not j["live"] and j)(r.session(sid)), 15,
+                          f"the {transport} demo session to end")
+            st = js["stats"]
+            eq(js["transport"], transport, "transport")
+            check(js["has_hello"] and js["program"], f"target facts missing: {js}")
+            check(st["zones"] > 1000, f"only {st['zones']} zones from the demo")
+            eq(st["malformed"], 0, "malformed packets from the demo")
+            eq(st["unresolved_sites"], 0, "sites without descriptors")
+            # every packet the agent reports sent is accounted for: decoded, or (UDP only) counted
+            # lost (the demo reads its counters before the agent's final flush, so the relay may
+            # see a few more)
+            sent_packets = int(m.group(1))
+            if transport == "tcp":
+                eq(st["lost"], 0, "lost over TCP")
+            check(st["packets"] + st["lost"] >= sent_packets,
+                  f"relay saw {st['packets']} + {st['lost']} lost of {sent_packets} demo packets")
+            drops = re.search(r"dropped: ring full (\d+), no thread slot (\d+)", p.stdout)
+            check(drops, f"demo drop summary missing: {p.stdout}")
+            eq((js["dropped_by_reason"]["ring_full"], js["dropped_by_reason"]["no_thread"]),
+               (int(drops.group(1)), int(drops.group(2))), "agent drops reported in-band")
+            z = r.get(f"/api/sessions/{sid}/zones?limit=100")
+            check(z["count"] == 100 and z["truncated"], "zones query on the demo session")
+            check(len(r.get(f"/api/sessions/{sid}/sites")["threads"]) >= 2, "demo threads")
+        p = subprocess.run([DEMO, "--seconds", "1", "--transport", "file", "--file",
+                            os.path.join(data, "demo.tmkf")], capture_output=True, text=True,
+                           timeout=30)
+        eq(p.returncode, 0, f"demo to a file: {p.stderr}")
+        st, js = r.api("POST", "/api/recordings/open", {"name": "demo.tmkf"})
+        eq(st, 200, f"open the demo's file: {js}")
+        check(js["stats"]["zones"] > 1000 and js["stats"]["malformed"] == 0,
+              f"demo file replay: {js['stats']}")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_agent_cross():
+    """The real agent built for another CPU (tests/agent/agent_sendtest.c under qemu-user): a
+    known workload, checked value by value after the relay normalised its byte order."""
+    check(os.path.exists(SENDTEST), f"{SENDTEST} missing: the cross sub-build did not build it")
+    r = Relay()
+    try:
+        for transport in ("udp", "tcp"):
+            before = {s["id"] for s in r.sessions()}
+            p = subprocess.run([*QEMU.split(), SENDTEST, "127.0.0.1", str(r.port), transport],
+                               capture_output=True, text=True, timeout=90)
+            eq(p.returncode, 0, f"sendtest over {transport}: {p.stderr}")
+            check("welcomed 1" in p.stdout, f"the agent was not welcomed: {p.stdout}")
+            new = wait_for(lambda: [s for s in r.sessions() if s["id"] not in before], 10,
+                           f"the {transport} session")
+            sid = new[0]["id"]
+            js = wait_for(lambda: (lambda j: not j["live"] and j)(r.session(sid)), 20,
+                          "the session to end")
+            st = js["stats"]
+            eq(js["byte_order"], "big" if BIG_ENDIAN else "little", "byte order fact")
+            eq(js["program"], "sendtest", "program")
+            eq(js["transport"], transport, "transport")
+            eq((st["lost"], st["malformed"], st["unresolved_sites"]), (0, 0, 0),
+               "lost, malformed, unresolved")
+            eq(st["dropped_by_agent"], 0, "agent drops")
+            sites = r.get(f"/api/sessions/{sid}/sites")
+            names = {x["id"]: x["name"] for x in sites["sites"]}
+            zones = zones_of(r, sid)["zones"]
+            per_name = {}
+            for z in zones:
+                per_name[names[z[3]]] = per_name.get(names[z[3]], 0) + 1
+            for n in ("frame", "update", "leaf", "render"):
+                eq(per_name.get(n), 2000, f"{n} zones")
+            eq(per_name.get("marker"), 1, "marker zone (paired BEGIN/END)")
+            eq(sorted(t["name"] for t in sites["threads"] if t["name"].startswith("worker")),
+               ["worker-a", "worker-b"], "thread names")
+            check(any(t["name"] == "render" for t in sites["teams"]), "team name")
+            ev = events_of(r, sid, "plot,message,marker_begin")
+            plots = sorted(e["value"] for e in ev if e["type"] == "plot")
+            eq(plots, [-16.5e300, -1234567890123], "plot values normalised")
+            msgs = [e["text"] for e in ev if e["type"] == "message"]
+            eq(msgs, ["dynamic \u00e9t\u00e9"], "message text")
+            pays = [(e["payload"], e["payload_hex"]) for e in ev if e["type"] == "marker_begin"]
+            eq(pays, [("payload-\u0001\u0002\ufffd", b"payload-\x01\x02\xff".hex())],
+               "marker payload (text with U+FFFD for the invalid byte, exact hex)")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_qemu_ppc():
+    check(os.path.exists(PPC_SYNTH), f"{PPC_SYNTH} missing: the cross-ppc sub-build did not build it")
+    r = Relay()
+    try:
+        sid = "00000000c0ffee01"
+        for transport in ([], ["--tcp"]):
+            args = ["--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 40, "--zones", 10,
+                    "--threads", 2, "--big-endian", "--seq-start", 0 if not transport else 40]
+            p = subprocess.run([*QEMU.split(), PPC_SYNTH, *map(str, args), *transport],
+                               capture_output=True, text=True, timeout=60)
+            eq(p.returncode, 0, f"ppc synth: {p.stderr}")
+            check("REPLY WELCOME" in p.stdout, f"no WELCOME to the ppc target: {p.stdout}")
+        js = r.wait_zones(sid, 80 * 2 * 10)
+        eq((js["arch"], js["byte_order"], js["transport"]), ("ppc", "big", "tcp"), "ppc facts")
+        eq(js["stats"]["lost"], 0, "lost")
+        eq([p["value"] for p in events_of(r, sid, "plot")], [s + 0.5 for s in range(80)],
+           "doubles from a big-endian target")
+        eq([f["time_ns"] for f in events_of(r, sid, "frame")], [frame_time(s) for s in range(80)],
+           "frames from a big-endian target")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def main():
+    global BIN, TMP, QEMU, PPC_SYNTH, DEMO, SENDTEST, BIG_ENDIAN
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--tmp", required=True)
+    ap.add_argument("--qemu", default="")
+    ap.add_argument("--ppc-synth", default="")
+    ap.add_argument("--demo", default="")
+    ap.add_argument("--sendtest", default="")
+    ap.add_argument("--big-endian", type=int, default=0)
+    a = ap.parse_args()
+    BIN, TMP, QEMU, PPC_SYNTH, DEMO = a.bin, a.tmp, a.qemu, a.ppc_synth, a.demo
+    SENDTEST, BIG_ENDIAN = a.sendtest, a.big_endian
+    shutil.rmtree(TMP, ignore_errors=True)
+    os.makedirs(TMP)
+    fn = globals().get("case_" + a.case)
+    if not fn:
+        print(f"unknown case {a.case}", file=sys.stderr)
+        return 2
+    try:
+        fn()
+    except AssertionError as e:
+        print(f"FAIL relay_{a.case}: {e}", file=sys.stderr)
+        for name in sorted(os.listdir(TMP)):
+            if name.endswith(".log"):
+                print(f"--- {name}", file=sys.stderr)
+                print(open(os.path.join(TMP, name)).read()[-3000:], file=sys.stderr)
+        return 1
+    print(f"ok relay_{a.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,416 @@
+/* test_relay_core.c — unit tests of the relay's core: the reorder buffer (order, duplicates,
+ * loss by count and by age, late packets), the recording format (round trip, every possible torn
+ * tail, corrupt chunks, agent files), the store (decode, queries, budget eviction), JSON. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "relay_core.h"
+#include "tmk_test.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Reorder
+ * ------------------------------------------------------------------------------------------- */
+typedef struct got {
+  uint64_t seqs[4096];
+  size_t n;
+} got;
+
+static void on_deliver(void* ud, const uint8_t* p, size_t len, uint64_t seq) {
+  got* g = ud;
+  assert_int_equal(len, 8);
+  uint64_t inside;
+  memcpy(&inside, p, 8);
+  assert_int_equal(inside, seq); /* the payload travelled with its seq */
+  g->seqs[g->n++] = seq;
+}
+
+static int push(tmk__reorder* ro, uint64_t seq, uint64_t now, got* g) {
+  uint8_t p[8];
+  memcpy(p, &seq, 8);
+  return tmk__reorder_push(ro, seq, p, 8, now, on_deliver, g);
+}
+
+static void test_reorder_in_order_and_swaps(void** state) {
+  (void)state;
+  tmk__reorder ro;
+  got g = {{0}, 0};
+  assert_int_equal(tmk__reorder_init(&ro, 16, 100), 0);
+  uint64_t order[] = {0, 2, 1, 3, 5, 4, 4, 6, 2};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) push(&ro, order[i], 0, &g);
+  assert_int_equal(g.n, 7);
+  for (size_t i = 0; i < 7; i++) assert_int_equal(g.seqs[i], i);
+  assert_int_equal(ro.duplicated, 2);
+  assert_int_equal(ro.reordered, 2);
+  assert_int_equal(ro.lost, 0);
+  tmk__reorder_free(&ro);
+}
+
+static void test_reorder_loss_by_window_and_age(void** state) {
+  (void)state;
+  tmk__reorder ro;
+  got g = {{0}, 0};
+  assert_int_equal(tmk__reorder_init(&ro, 8, 100), 0);
+  push(&ro, 0, 0, &g);
+  push(&ro, 2, 0, &g); /* 1 missing */
+  assert_int_equal(g.n, 1);
+  tmk__reorder_tick(&ro, 50, 0, on_deliver, &g); /* too young */
+  assert_int_equal(g.n, 1);
+  tmk__reorder_tick(&ro, 100, 0, on_deliver, &g); /* the window has passed seq 1 */
+  assert_int_equal(g.n, 2);
+  assert_int_equal(g.seqs[1], 2);
+  assert_int_equal(ro.lost, 1);
+  /* by count: 4 is missing, 5..12 arrive; 12 pushes the window past 4 */
+  push(&ro, 3, 200, &g);
+  for (uint64_t s = 5; s <= 12; s++) push(&ro, s, 200, &g);
+  assert_int_equal(ro.lost, 2);
+  assert_int_equal(g.seqs[g.n - 1], 12);
+  assert_int_equal(g.n, 11);
+  /* late: 4 arrives after being declared lost: delivered, lost goes back */
+  push(&ro, 4, 300, &g);
+  assert_int_equal(ro.lost, 1);
+  assert_int_equal(ro.late, 1);
+  assert_int_equal(g.seqs[g.n - 1], 4);
+  /* and again: now it is a duplicate */
+  push(&ro, 4, 300, &g);
+  assert_int_equal(ro.duplicated, 1);
+  /* a huge jump counts the gap without iterating over it */
+  push(&ro, 1000000000ull, 400, &g);
+  tmk__reorder_tick(&ro, 400, 1, on_deliver, &g);
+  assert_int_equal(ro.lost, 1 + (1000000000ull - 13));
+  assert_int_equal(g.seqs[g.n - 1], 1000000000ull);
+  tmk__reorder_free(&ro);
+}
+
+static void test_reorder_late_join(void** state) {
+  (void)state;
+  tmk__reorder ro;
+  got g = {{0}, 0};
+  assert_int_equal(tmk__reorder_init(&ro, 8, 100), 0);
+  push(&ro, 5000, 0, &g); /* joined a running session: nothing before counts as lost */
+  push(&ro, 5001, 0, &g);
+  assert_int_equal(g.n, 2);
+  assert_int_equal(ro.lost, 0);
+  tmk__reorder_free(&ro);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Recording format
+ * ------------------------------------------------------------------------------------------- */
+typedef struct seen {
+  size_t n;
+  int bad;
+} seen;
+
+static int count_packet(void* ud, const uint8_t* p, size_t len) {
+  seen* s = ud;
+  /* every packet is 10 + i bytes filled with the byte i */
+  if (len != 10 + s->n % 50) s->bad = 1;
+  for (size_t k = 0; k < len; k++)
+    if (p[k] != (uint8_t)s->n) s->bad = 1;
+  s->n++;
+  return 0;
+}
+
+static uint8_t* slurp(const char* path, size_t* len) {
+  FILE* f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t* b = malloc((size_t)n + 64);
+  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+static void test_recording_roundtrip_and_every_torn_tail(void** state) {
+  (void)state;
+  char path[] = "/tmp/tmk-rec-test-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  unlink(path);
+  tmk__rec_writer w;
+  tmk__rec_session rs;
+  memset(&rs, 0, sizeof rs);
+  rs.session_id = 0x1122334455667788ull;
+  rs.created_unix_ns = 42;
+  strcpy(rs.transport, "udp");
+  strcpy(rs.source, "127.0.0.1:9");
+  strcpy(rs.relay_version, "t");
+  assert_int_equal(tmk__rec_create(&w, path, &rs), 0);
+  /* chunk boundaries: flush after packets 100, 250 and 400 (explicitly) */
+  size_t boundaries[4] = {100, 250, 400, 0};
+  size_t nb = 0;
+  uint8_t pk[64];
+  for (size_t i = 0; i < 400; i++) {
+    memset(pk, (uint8_t)i, sizeof pk);
+    assert_int_equal(tmk__rec_packet(&w, pk, 10 + i % 50), 0);
+    if (i + 1 == boundaries[nb]) {
+      assert_int_equal(tmk__rec_flush(&w, 0), 0);
+      nb++;
+    }
+  }
+  tmk__rec_stats st = {1, 2, 3, 4, 5, 6};
+  assert_int_equal(tmk__rec_write_stats(&w, &st), 0);
+  assert_int_equal(tmk__rec_close(&w), 0);
+  size_t len;
+  uint8_t* data = slurp(path, &len);
+  unlink(path);
+
+  tmk__rec_read_result res;
+  seen s = {0, 0};
+  assert_int_equal(tmk__rec_read(data, len, count_packet, &s, &res), 0);
+  assert_int_equal(s.n, 400);
+  assert_false(s.bad);
+  assert_true(res.clean_end);
+  assert_true(res.have_session);
+  assert_int_equal(res.session.session_id, 0x1122334455667788ull);
+  assert_string_equal(res.session.source, "127.0.0.1:9");
+  assert_true(res.have_stats);
+  assert_int_equal(res.stats.late, 4);
+  assert_int_equal(res.tail_error, 0);
+
+  /* Every truncation point: the reader returns exactly the packets of the complete chunks
+   * before it, never a partial or misread one. */
+  size_t prev = 0;
+  for (size_t cut = 8; cut < len; cut++) {
+    seen t = {0, 0};
+    assert_int_equal(tmk__rec_read(data, cut, count_packet, &t, &res), 0);
+    assert_false(t.bad);
+    assert_true(t.n == 0 || t.n == 100 || t.n == 250 || t.n == 400);
+    assert_true(t.n >= prev);
+    prev = t.n;
+    assert_int_equal(res.valid_bytes + res.torn_bytes, cut);
+  }
+  /* A flipped byte anywhere inside the second chunk stops the reader after the first. */
+  seen t = {0, 0};
+  tmk__rec_read(data, len, NULL, NULL, &res);
+  size_t first_end = 0;
+  {
+    /* find the end of chunk 2 (SESSION) + chunk 3 (first PACKETS) by reading with a cut */
+    for (size_t cut = 8; cut < len; cut++) {
+      seen u = {0, 0};
+      tmk__rec_read(data, cut, count_packet, &u, &res);
+      if (u.n == 100) {
+        first_end = cut;
+        break;
+      }
+    }
+  }
+  assert_true(first_end > 0);
+  data[first_end + 20] ^= 0x40;
+  assert_int_equal(tmk__rec_read(data, len, count_packet, &t, &res), 0);
+  assert_int_equal(t.n, 100);
+  assert_int_equal(res.tail_error, TMK_ECORRUPT);
+  /* Not a recording at all. */
+  assert_int_equal(tmk__rec_read((const uint8_t*)"hello world", 11, NULL, NULL, &res), TMK_EMAGIC);
+  free(data);
+}
+
+static void test_crc32c_check_value(void** state) {
+  (void)state;
+  assert_int_equal(tmk__crc32c(0, "123456789", 9), 0xE3069283u); /* RECORDING.md §2 */
+  uint32_t part = tmk__crc32c(0, "1234", 4);
+  assert_int_equal(tmk__crc32c(part, "56789", 5), 0xE3069283u);
+}
+
+static void test_agent_file(void** state) {
+  (void)state;
+  uint8_t buf[4096];
+  size_t len = 0;
+  memcpy(buf, "TMKFILE1", 8);
+  len = 8;
+  uint8_t pk[64];
+  for (size_t i = 0; i < 20; i++) {
+    size_t n = 10 + i % 50;
+    memset(pk, (uint8_t)i, n);
+    len += (size_t)tmk_proto_frame_prefix(buf + len, n);
+    memcpy(buf + len, pk, n);
+    len += n;
+  }
+  tmk__rec_read_result res;
+  seen s = {0, 0};
+  assert_int_equal(tmk__rec_read(buf, len, count_packet, &s, &res), 0);
+  assert_true(res.agent_file);
+  assert_int_equal(s.n, 20);
+  seen t = {0, 0};
+  assert_int_equal(tmk__rec_read(buf, len - 3, count_packet, &t, &res), 0);
+  assert_int_equal(t.n, 19);
+  assert_int_equal(res.tail_error, TMK_ETRUNC);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Store
+ * ------------------------------------------------------------------------------------------- */
+static size_t make_packet(uint8_t* out, size_t cap, uint64_t seq, uint32_t nzones, int with_site) {
+  uint8_t body[1200];
+  tmk_proto_writer w;
+  tmk_proto_writer_init(&w, body, sizeof body);
+  if (with_site) {
+    tmk_proto_site s;
+    memset(&s, 0, sizeof s);
+    s.id = 3;
+    s.name.ptr = "Work";
+    s.name.len = 4;
+    s.file.ptr = "w.c";
+    s.file.len = 3;
+    assert_true(tmk_proto_put_site(&w, &s) >= 0);
+  }
+  tmk_proto_zone z[64];
+  for (uint32_t i = 0; i < nzones; i++) {
+    z[i].start = 1000000 * seq + i * 100;
+    z[i].duration = 50;
+    z[i].site = 3;
+    z[i].depth = 0;
+  }
+  assert_int_equal(tmk_proto_put_zones(&w, z, nzones), (int)nzones);
+  int n = tmk_proto_finish(&w, 77, seq, out, cap, NULL);
+  assert_true(n > 0);
+  return (size_t)n;
+}
+
+typedef struct zc {
+  size_t n;
+  uint64_t first_start;
+} zc;
+static int count_zone(void* ud, const tmk_relay_zone* z) {
+  zc* c = ud;
+  if (c->n == 0) c->first_start = z->start_ns;
+  c->n++;
+  return 0;
+}
+
+static void test_store_decode_query_and_budget(void** state) {
+  (void)state;
+  tmk__store* st = tmk__store_new(1 << 20);
+  assert_non_null(st);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  uint8_t pk[1300];
+  /* zones before their site's descriptor: kept, unresolved, then resolved */
+  size_t n = make_packet(pk, sizeof pk, 0, 10, 0);
+  assert_int_equal(tmk__store_packet(st, pk, n, scratch), 10);
+  tmk_relay_session_info info;
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_int_equal(info.stats.unresolved_sites, 1);
+  n = make_packet(pk, sizeof pk, 1, 10, 1);
+  assert_int_equal(tmk__store_packet(st, pk, n, scratch), 11);
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_int_equal(info.stats.unresolved_sites, 0);
+  assert_int_equal(info.stats.zones, 20);
+  tmk_relay_query q;
+  memset(&q, 0, sizeof q);
+  q.thread = -1;
+  q.t0_ns = 1000000;
+  q.t1_ns = 1000000 + 250;
+  zc c = {0, 0};
+  tmk__store_zones(st, &q, count_zone, &c);
+  assert_int_equal(c.n, 3); /* zones at +0, +100, +200 */
+  assert_int_equal(c.first_start, 1000000);
+  /* a truncated packet is counted as malformed and nothing of it is stored, not even the
+   * records before the point where it broke */
+  n = make_packet(pk, sizeof pk, 2, 30, 0);
+  assert_true(tmk__store_packet(st, pk, n - 3, scratch) < 0);
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_int_equal(info.stats.zones, 20);
+  assert_int_equal(info.stats.malformed, 1);
+  /* fill far beyond the 1 MiB budget: memory stays bounded, eviction counted */
+  for (uint64_t s = 2; s < 8000; s++) {
+    n = make_packet(pk, sizeof pk, s, 60, 0);
+    tmk__store_packet(st, pk, n, scratch);
+  }
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_true(info.stats.mem_bytes <= (1 << 20));
+  assert_true(info.stats.evicted > 0);
+  memset(&q, 0, sizeof q);
+  q.thread = -1;
+  q.limit = 1000000;
+  c.n = 0;
+  tmk__store_zones(st, &q, count_zone, &c);
+  assert_int_equal(c.n + info.stats.evicted, info.stats.zones);
+  assert_true(c.first_start > 1000000); /* the oldest went first */
+  free(scratch);
+  tmk__store_free(st);
+}
+
+static void test_store_live_ring(void** state) {
+  (void)state;
+  tmk__store* st = tmk__store_new(64 << 20);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  uint8_t pk[1300];
+  size_t n = make_packet(pk, sizeof pk, 0, 10, 1);
+  tmk__store_packet(st, pk, n, scratch); /* before any follower: not in the ring */
+  uint64_t cur = 99, skipped = 0;
+  assert_int_equal(tmk__store_live_attach(st, &cur), 0);
+  tmk_relay_live_item items[64];
+  assert_int_equal(tmk__store_live_read(st, &cur, items, 64, &skipped), 0);
+  n = make_packet(pk, sizeof pk, 1, 10, 0);
+  tmk__store_packet(st, pk, n, scratch);
+  assert_int_equal(tmk__store_live_read(st, &cur, items, 4, &skipped), 4);
+  assert_true(items[0].is_zone);
+  assert_int_equal(items[0].zone.start_ns, 1000000);
+  assert_int_equal(items[0].zone.site, 3);
+  assert_int_equal(tmk__store_live_read(st, &cur, items, 64, &skipped), 6);
+  assert_int_equal(skipped, 0);
+  /* a follower that does not read for a long time is told what it missed */
+  for (uint64_t s = 2; s < 2000; s++) {
+    n = make_packet(pk, sizeof pk, s, 10, 0);
+    tmk__store_packet(st, pk, n, scratch);
+  }
+  int nread = tmk__store_live_read(st, &cur, items, 64, &skipped);
+  assert_int_equal(nread, 64);
+  assert_int_equal(skipped, 1998 * 10 - 16384);
+  tmk__store_live_detach(st);
+  free(scratch);
+  tmk__store_free(st);
+}
+
+static void test_json_escaping(void** state) {
+  (void)state;
+  tmk__json j;
+  tmk__json_init(&j);
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "s");
+  tmk__json_str(&j, "a\"b\\c\n\x01", 7);
+  tmk__json_key(&j, "n");
+  tmk__json_u64(&j, UINT64_MAX);
+  tmk__json_key(&j, "a");
+  tmk__json_begin_arr(&j);
+  tmk__json_i64(&j, -5);
+  tmk__json_f64(&j, 0.5);
+  tmk__json_bool(&j, 1);
+  tmk__json_end_arr(&j);
+  tmk__json_end_obj(&j);
+  assert_string_equal(j.buf,
+                      "{\"s\":\"a\\\"b\\\\c\\n\\u0001\",\"n\":18446744073709551615,\"a\":[-5,0.5,true]}");
+  tmk__json_free(&j);
+  /* UTF-8 passes through; invalid bytes (a lone 0xFF, a cut sequence, an overlong form, a
+   * surrogate) become U+FFFD so the document stays valid */
+  tmk__json_init(&j);
+  tmk__json_str(&j, "\xc3\xa9\xf0\x9f\x98\x80|\xff|\xc3|\xc0\xaf|\xed\xa0\x80", 17);
+  assert_string_equal(j.buf, "\"\xc3\xa9\xf0\x9f\x98\x80|\\ufffd|\\ufffd|\\ufffd\\ufffd|"
+                             "\\ufffd\\ufffd\\ufffd\"");
+  tmk__json_free(&j);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reorder_in_order_and_swaps),
+      cmocka_unit_test(test_reorder_loss_by_window_and_age),
+      cmocka_unit_test(test_reorder_late_join),
+      cmocka_unit_test(test_recording_roundtrip_and_every_torn_tail),
+      cmocka_unit_test(test_crc32c_check_value),
+      cmocka_unit_test(test_agent_file),
+      cmocka_unit_test(test_store_decode_query_and_budget),
+      cmocka_unit_test(test_store_live_ring),
+      cmocka_unit_test(test_json_escaping),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
