@@ -132,6 +132,36 @@ test('a lower severity level reduces what arrives', async () => {
   await settled();
 });
 
+test('clicking a frame in the frame-time graph jumps the flame chart to it', async () => {
+  await page.waitForSelector('#frames .u-over', { timeout: 10000 });
+  const box = await (await page.$('#frames .u-over')).boundingBox();
+  await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2);
+  await page.mouse.click(box.x + box.width * 0.6, box.y + box.height / 2);
+  const r = await state(() => {
+    const f = window.telemark.flame, sd = window.telemark.sd;
+    let match = -1;
+    for (let i = 0; i + 1 < sd.nFrames; i++) if (sd.frameTimes[i] === f.t0 && sd.frameTimes[i + 1] === f.t1) match = i;
+    return { live: f.live, match };
+  });
+  assert.equal(r.live, false, 'jumping pauses the live view');
+  assert.ok(r.match >= 0, 'the view is exactly one frame');
+  await page.click('#live');
+});
+
+test('the severity level and team mask can be pushed to the target', async () => {
+  await page.selectOption('#severity', '4');
+  await page.click('#push');
+  await page.waitForFunction(() => window.telemark.app.lastPush, null, { timeout: 10000 });
+  const push = await state(() => window.telemark.app.lastPush);
+  assert.equal(push.level, 4, JSON.stringify(push));
+  const info = await getJSON(relay, `/api/sessions/${session.id}`);
+  assert.equal(info.json.control.level, 4);
+  await page.selectOption('#severity', '5');
+  await page.click('#push');
+  await page.waitForFunction(() => window.telemark.app.lastPush && window.telemark.app.lastPush.level === 5, null, { timeout: 10000 });
+  await settled();
+});
+
 test('record, stop, reopen: the recording shows the same zones', async () => {
   await page.click('#record');
   await page.waitForFunction(() => window.telemark.app.info && window.telemark.app.info.recording, null, { timeout: 10000 });
