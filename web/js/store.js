@@ -152,6 +152,7 @@ export class SessionData {
     this.teams = new Map();   // bit -> name
     this.frameTimes = new Float64Array(1024); this.nFrames = 0; this.framesSorted = true;
     this.plots = new Map();   // site -> {t: number[], v: number[]}
+    this.frameSets = new Map(); // site -> times of a named frame set (FRAME with a site)
     this.messages = [];       // {t, thread, site, severity, verbosity, text}
     this.maxMessages = 20000;
     this.zoneCount = 0;
@@ -195,6 +196,12 @@ export class SessionData {
     this.frameTimes = grow(this.frameTimes, n + 1);
     if (n > 0 && t < this.frameTimes[n - 1]) this.framesSorted = false;
     this.frameTimes[n] = t; this.nFrames = n + 1;
+    this.touch(t);
+  }
+  addFrameSet(site, t) {
+    let f = this.frameSets.get(site);
+    if (!f) { f = []; this.frameSets.set(site, f); }
+    f.push(t);
     this.touch(t);
   }
   addPlot(site, t, v) {
@@ -281,6 +288,10 @@ export function toChromeTrace(sd, program) {
     }
   }
   for (let i = 0; i < sd.nFrames; i++) ev.push({ name: 'frame', cat: 'frame', ph: 'i', s: 'g', pid, tid: 0, ts: sd.frameTimes[i] / 1000 });
+  for (const [site, times] of sd.frameSets) {
+    const s = sd.sites.get(site);
+    for (const t of times) ev.push({ name: s ? s.name : `frame set ${site}`, cat: 'frame', ph: 'i', s: 'g', pid, tid: 0, ts: t / 1000 });
+  }
   for (const m of sd.messages) ev.push({ name: m.text, cat: 'message', ph: 'i', s: 't', pid, tid: m.thread, ts: m.t / 1000, args: { severity: SEVERITIES[m.severity] || m.severity } });
   for (const [site, p] of sd.plots) {
     const s = sd.sites.get(site);

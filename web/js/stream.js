@@ -81,7 +81,13 @@ export function decodeMessage(buf, getSession) {
         sum.zones++;
         break;
       }
-      case REC.FRAME: { r.varint(); sd.addFrame(base + r.svarint()); sum.frames++; break; }
+      case REC.FRAME: {
+        // Site 0 is the main frame (boundaries and the frame-time graph); named frame sets
+        // (render, physics…) are kept per site.
+        const site = r.varint(), t = base + r.svarint();
+        if (site === 0) { sd.addFrame(t); sum.frames++; } else sd.addFrameSet(site, t);
+        break;
+      }
       case REC.PLOT: { const site = r.varint(); const t = base + r.svarint(); sd.addPlot(site, t, r.f64()); sum.plots++; break; }
       case REC.MESSAGE: {
         const thread = r.varint(), site = r.varint(), severity = r.varint(), verbosity = r.varint();
