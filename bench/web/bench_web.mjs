@@ -22,7 +22,7 @@ try {
   await page.waitForFunction(() => window.telemark && window.telemark.app.connected);
 
   // ---- latency: zone end on the target → drawn --------------------------------------------
-  emitter = spawnLogged(path.join(BIN, 'tmk-bench-web-emitter'), [String(relay.port), String(PROBES)], 'emitter');
+  emitter = spawnLogged(path.join(BIN, 'tmk-web-latency-emitter'), [String(relay.port), String(PROBES)], 'emitter');
   await page.evaluate(() => {
     const T = window.telemark, f = T.flame;
     window.__lat = [];
