@@ -51,8 +51,6 @@ struct mg_connection;
 void tmk__relay_ws_register(struct mg_context* ctx, tmk_relay* r);
 /* Sets the team-name overrides (copied). */
 void tmk__relay_ws_set_teams(const char* const names[32]);
-/* Stops every stream thread (called at shutdown, after civetweb has stopped). */
-void tmk__relay_ws_shutdown(void);
 /* 1 when the request carries the token (or none is required) and, for WebSockets, its Origin
  * is acceptable. */
 int tmk__relay_web_authorized(const struct mg_connection* conn, int websocket);

@@ -859,16 +859,3 @@ void tmk__relay_ws_register(struct mg_context* ctx, tmk_relay* r) {
   tmk_relay_set_data_listener(r, on_data, NULL);
   mg_set_websocket_handler(ctx, "/api/stream", ws_connect, ws_ready, ws_data, ws_close, r);
 }
-
-void tmk__relay_ws_shutdown(void) {
-  /* civetweb calls ws_close for every open WebSocket when it stops; nothing is left here
-   * unless a sender is still running, which we then wait for. */
-  for (int i = 0; i < 200; i++) {
-    pthread_mutex_lock(&g_mu);
-    int any = g_clients != NULL;
-    pthread_mutex_unlock(&g_mu);
-    if (!any) return;
-    struct timespec ts = {0, 10000000L};
-    nanosleep(&ts, NULL);
-  }
-}
