@@ -116,6 +116,21 @@ test('unticking a team removes its zones (filtered in the relay)', async () => {
   await page.check(`#teams input[data-bit="${bit}"]`);
 });
 
+test('unticking a thread leaves it out', async () => {
+  await page.waitForFunction(() => document.querySelectorAll('#threads input').length >= 2, null, { timeout: 10000 });
+  const t = await state(() => Math.max(...[...window.telemark.app.threadsKnown.keys()]));
+  assert.ok(await state((x) => window.telemark.sd.countZones((s, th) => th === x), t) > 0);
+  const sub0 = await state(() => window.telemark.app.subscription);
+  await page.uncheck(`#threads input[data-thread="${t}"]`);
+  await page.waitForFunction((s) => window.telemark.app.subscription > s && window.telemark.app.historyDone, sub0, { timeout: 15000 });
+  await sleep(1000);
+  assert.equal(await state((x) => window.telemark.sd.countZones((s, th) => th === x), t), 0);
+  assert.ok(await state(() => window.telemark.sd.zoneCount) > 0, 'the other threads still arrive');
+  const sub1 = await state(() => window.telemark.app.subscription);
+  await page.check(`#threads input[data-thread="${t}"]`);
+  await page.waitForFunction((s) => window.telemark.app.subscription > s && window.telemark.app.historyDone, sub1, { timeout: 15000 });
+});
+
 test('a lower severity level reduces what arrives', async () => {
   await settled();
   await sleep(1000);

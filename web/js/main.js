@@ -35,6 +35,8 @@ const app = {
   level: 5,
   mask: 0xffffffff,
   teamsKnown: new Map(), // bit -> name (union over the session's TEAM records)
+  threadsKnown: new Map(), // thread id -> name (union over what arrived)
+  threadsOff: new Set(),   // thread ids unticked (the relay sends only the others)
   received: { zones: 0, messages: 0, frames: 0, plots: 0, bySeverity: [0, 0, 0, 0, 0, 0], batches: 0 },
   historyDone: false,
   subscription: 0,
@@ -100,17 +102,22 @@ function newSessionData(sid) {
 function subscribe() {
   if (!app.current) return;
   app.subscription++;
-  stream.subscribe({ session: app.current, level: app.level, mask: app.mask >>> 0, window: 8 << 20 });
+  const sub = { session: app.current, level: app.level, mask: app.mask >>> 0, window: 8 << 20 };
+  if (app.threadsOff.size) sub.threads = [...app.threadsKnown.keys()].filter((t) => !app.threadsOff.has(t));
+  stream.subscribe(sub);
 }
 
 function selectSession(id) {
   if (app.current === id) return;
   app.current = id;
   app.teamsKnown = new Map();
+  app.threadsKnown = new Map();
+  app.threadsOff = new Set();
   app.mask = 0xffffffff;
   $('session').value = id;
   newSessionData(id);
   renderTeams();
+  renderThreads();
   subscribe();
   refreshInfo();
 }
@@ -200,6 +207,29 @@ function syncTeams() {
   let changed = false;
   for (const [b, n] of app.sd.teams) if (app.teamsKnown.get(b) !== n) { app.teamsKnown.set(b, n); changed = true; }
   if (changed) renderTeams();
+  changed = false;
+  for (const th of app.sd.threads.values()) {
+    const name = th.name || `thread ${th.id}`;
+    if (app.threadsKnown.get(th.id) !== name) { app.threadsKnown.set(th.id, name); changed = true; }
+  }
+  if (changed) renderThreads();
+}
+// Thread checkboxes: unticked threads are left out by the relay (subscribe "threads").
+function renderThreads() {
+  const box = $('threads');
+  box.innerHTML = '';
+  for (const t of [...app.threadsKnown.keys()].sort((a, b) => a - b)) {
+    const l = document.createElement('label');
+    const c = document.createElement('input');
+    c.type = 'checkbox'; c.dataset.thread = t; c.checked = !app.threadsOff.has(t);
+    c.addEventListener('change', () => {
+      if (c.checked) app.threadsOff.delete(t); else app.threadsOff.add(t);
+      subscribe();
+    });
+    l.appendChild(c);
+    l.appendChild(document.createTextNode(` ${app.threadsKnown.get(t)} (thread ${t})`));
+    box.appendChild(l);
+  }
 }
 
 $('severity').addEventListener('change', () => { app.level = +$('severity').value; subscribe(); });
