@@ -220,6 +220,7 @@ test('Chrome trace JSON download parses and holds the zones', async () => {
 test('screenshot of the live dashboard', async () => {
   await page.selectOption('#session', session.id);
   await settled();
+  await state(() => { const f = window.telemark.flame; f.setRange(f.t1 - 5e7, f.t1, false); f.setLive(true); });
   await sleep(1500);
   const out = path.join(BUILD, 'web-dashboard.png');
   await page.screenshot({ path: out });
