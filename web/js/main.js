@@ -102,6 +102,7 @@ function newSessionData(sid) {
 function subscribe() {
   if (!app.current) return;
   app.subscription++;
+  app.historyDone = false; // until this subscription's HISTORY_DONE
   const sub = { session: app.current, level: app.level, mask: app.mask >>> 0, window: 8 << 20 };
   if (app.threadsOff.size) sub.threads = [...app.threadsKnown.keys()].filter((t) => !app.threadsOff.has(t));
   stream.subscribe(sub);
@@ -309,15 +310,15 @@ function updateGraphs() {
       axes: [Object.assign({ values: (u, v) => v.map((x) => x.toFixed(1) + 's') }, axisStyle()), Object.assign({ size: 40 }, axisStyle())],
     }, [xs, ys], el);
     frameGraph.over.addEventListener('click', () => {
-      const i = frameGraph.cursor.idx;
-      if (i == null) return;
-      const x = frameGraph.data[0][i] * 1e9, d = frameGraph.data[1][i] * 1e6;
-      flame.setRange(x, x + d, true);
+      const i = frameGraph.cursor.idx, ns = frameGraph.ns;
+      if (i == null || !ns || i >= ns.t.length) return;
+      flame.setRange(ns.t[i], ns.t[i] + ns.d[i], true); // exact ns, not the graph's seconds
     });
   } else if (frameGraph) {
     if (frameGraph.width !== el.clientWidth) frameGraph.setSize({ width: el.clientWidth, height: 130 });
     frameGraph.setData([xs, ys]);
   }
+  if (frameGraph) frameGraph.ns = { t: fd.t.subarray(from), d: fd.d.subarray(from) };
   for (const [site, p] of sd.plots) {
     const n = p.t.length, f = Math.max(0, n - GRAPH_POINTS);
     const data = [p.t.slice(f).map((v) => v / 1e9), p.v.slice(f)];
