@@ -25,5 +25,8 @@ run: build
 bench: build
 	@for b in $(BUILD)/bin/tmk-bench-*; do echo "== $$b"; $$b || exit 1; done
 
+bench-web: build
+	@$(BUILD)/bin/tmk-bench-web
+
 clean:
 	rm -rf $(BUILD)

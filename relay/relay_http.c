@@ -738,7 +738,7 @@ int tmk__http_start(tmk_relay* r) {
     snprintf(ports, sizeof ports, "[%s]:%d", r->cfg.http_host, r->cfg.http_port);
   else
     snprintf(ports, sizeof ports, "%s:%d", r->cfg.http_host, r->cfg.http_port);
-  const char* options[] = {"listening_ports", ports, "num_threads", "16", "request_timeout_ms",
+  const char* options[] = {"listening_ports", ports, "num_threads", "64", "request_timeout_ms",
                            "10000", "enable_keep_alive", "yes", NULL};
   struct mg_callbacks cb;
   memset(&cb, 0, sizeof cb);

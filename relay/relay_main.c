@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "relay_internal.h"
+#include "tmk_relay_web.h"
 
 /* Exit codes (also in --help). */
 enum { EXIT_USAGE = 2, EXIT_NET = 3, EXIT_DATA_DIR = 4, EXIT_OTHER = 1 };
@@ -54,6 +55,11 @@ static void usage(FILE* out) {
           "                           declared lost: MSms and/or PACKETSp, e.g. 100ms,256p\n"
           "                           (default 100ms,256p; a bare number is milliseconds)\n"
           "  --log-level LEVEL        error, warn, info or debug (default info)\n"
+          "  --token TOKEN            access token for /api and the dashboard's stream\n"
+          "                           (required when --http is not loopback: generated and\n"
+          "                           printed in the dashboard URL unless given)\n"
+          "  --team BIT=NAME          name team verbosity bit BIT (0..31) in the dashboard,\n"
+          "                           over the agent's name; repeatable\n"
           "  --help                   this text\n"
           "  --version                print the version\n"
           "\n"
@@ -132,6 +138,10 @@ static int parse_window(const char* s, uint32_t* ms, uint32_t* packets) {
   return any ? 0 : -1;
 }
 
+/* Dashboard options (tmk_relay_web.h): the access token and team names. */
+static char g_token[80];
+static char g_team_names[32][64];
+
 /* Returns 0 with cfg filled, -1 to exit 0 (help/version), or an exit code. */
 static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
   tmk__config_defaults(cfg);
@@ -162,7 +172,8 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
     static const char* const with_value[] = {"--listen",         "--http",
                                              "--data-dir",       "--max-sessions",
                                              "--session-memory", "--reorder-window",
-                                             "--log-level"};
+                                             "--log-level",      "--token",
+                                             "--team"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       if (strcmp(a, with_value[k]) == 0) known = 1;
@@ -170,6 +181,22 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
     if (!v) {
       if (i + 1 >= argc) return bad_flag("%s needs a value%s", a, "");
       v = argv[++i];
+    }
+    if (strcmp(a, "--token") == 0) {
+      size_t n = strlen(v);
+      if (n < 8 || n >= sizeof g_token || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~") != n)
+        return bad_flag("--token '%s': expected 8..79 characters from A-Z a-z 0-9 - _ . ~%s", v, "");
+      memcpy(g_token, v, n + 1);
+      continue;
+    }
+    if (strcmp(a, "--team") == 0) {
+      char* end;
+      errno = 0;
+      long bit = strtol(v, &end, 10);
+      if (errno || end == v || *end != '=' || bit < 0 || bit > 31 || !end[1] || strlen(end + 1) >= sizeof g_team_names[0])
+        return bad_flag("--team '%s': expected BIT=NAME with BIT 0..31 and a name of 1..63 bytes%s", v, "");
+      snprintf(g_team_names[bit], sizeof g_team_names[bit], "%s", end + 1);
+      continue;
     }
     if (strcmp(a, "--listen") == 0) {
       if (parse_hostport(v, cfg->listen_host, sizeof cfg->listen_host, &cfg->listen_port))
@@ -347,6 +374,18 @@ int main(int argc, char** argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   r->loop = &loop;
+  /* The dashboard: embedded page, live stream, token when --http is not loopback. */
+  tmk_relay_web_desc web;
+  memset(&web, 0, sizeof web);
+  if (!g_token[0] && cfg.http_port >= 0 && !tmk_relay_web_is_loopback(cfg.http_host) &&
+      tmk_relay_web_make_token(g_token, sizeof g_token) != 0) {
+    fprintf(stderr, "telemark-relay: cannot generate an access token (/dev/urandom); give one with --token\n");
+    return EXIT_OTHER;
+  }
+  web.token = g_token;
+  web.check_origin = 1;
+  for (int b = 0; b < 32; b++) web.team_names[b] = g_team_names[b][0] ? g_team_names[b] : NULL;
+  if (cfg.http_port >= 0) tmk_relay_web_install(r, &web);
   int exit_code = 0;
   if (tmk__ingest_start(r) != 0) {
     exit_code = EXIT_NET;
@@ -379,6 +418,20 @@ int main(int argc, char** argv) {
     tmk__log(TMK_LOG_INFO, "telemark-relay %s: listening on %s:%d (udp+tcp), http off, data in "
              "%s%s", TMK_RELAY_VERSION, cfg.listen_host, r->bound_port, cfg.data_dir,
              cfg.record_all ? ", recording all sessions" : "");
+
+  if (cfg.http_port >= 0) {
+    /* The one line a user needs: where the dashboard is (with the token when there is one). */
+    char host[256];
+    snprintf(host, sizeof host, "%s", cfg.http_host);
+    if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0) {
+      if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "localhost");
+      host[sizeof host - 1] = 0;
+    }
+    int v6 = strchr(host, ':') != NULL;
+    printf("telemark-relay: dashboard at http://%s%s%s:%d/%s%s\n", v6 ? "[" : "", host, v6 ? "]" : "",
+           r->http_port_bound, g_token[0] ? "?token=" : "", g_token);
+    fflush(stdout);
+  }
 
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);

@@ -1,0 +1,159 @@
+/* tmk_relay_web.c — serves the dashboard embedded at build time (tmk::web_assets) at "/", guards
+ * /api and the WebSocket with the access token and an Origin check, and installs the live stream
+ * (tmk_relay_ws.c). Nothing but embedded assets is ever served from here. */
+#define _POSIX_C_SOURCE 200809L
+#include <civetweb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tmk_relay_web.h"
+#include "tmk_web_assets.h"
+
+static char g_token[128];
+static int g_check_origin = 1;
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+int tmk_relay_web_is_loopback(const char* host) {
+  if (!host || !*host) return 0;
+  if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 || strcmp(host, "[::1]") == 0)
+    return 1;
+  /* 127.0.0.0/8: "127." followed by digits and dots only */
+  if (strncmp(host, "127.", 4) != 0) return 0;
+  for (const char* p = host + 4; *p; p++)
+    if (!(*p == '.' || (*p >= '0' && *p <= '9'))) return 0;
+  return 1;
+}
+
+int tmk_relay_web_make_token(char* out, size_t cap) {
+  unsigned char raw[16];
+  if (cap < 33) return TMK_EINVAL;
+  FILE* f = fopen("/dev/urandom", "rb");
+  if (!f) return TMK_EIO;
+  size_t n = fread(raw, 1, sizeof raw, f);
+  fclose(f);
+  if (n != sizeof raw) return TMK_EIO;
+  for (size_t i = 0; i < sizeof raw; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+  return 0;
+}
+
+/* Constant-time comparison of a candidate against the token. */
+static int token_equal(const char* s, size_t n) {
+  size_t tl = strlen(g_token);
+  unsigned diff = (unsigned)(n ^ tl);
+  for (size_t i = 0; i < tl; i++) diff |= (unsigned)(g_token[i] ^ (i < n ? s[i] : 0));
+  return diff == 0;
+}
+
+static int has_token(const struct mg_connection* conn) {
+  if (!g_token[0]) return 1;
+  const struct mg_request_info* ri = mg_get_request_info(conn);
+  const char* auth = mg_get_header(conn, "Authorization");
+  if (auth && strncasecmp(auth, "Bearer ", 7) == 0 && token_equal(auth + 7, strlen(auth + 7))) return 1;
+  const char* q = ri ? ri->query_string : NULL;
+  while (q && *q) {
+    const char* amp = strchr(q, '&');
+    size_t len = amp ? (size_t)(amp - q) : strlen(q);
+    if (len > 6 && strncmp(q, "token=", 6) == 0 && token_equal(q + 6, len - 6)) return 1;
+    q = amp ? amp + 1 : NULL;
+  }
+  return 0;
+}
+
+/* The Origin of a browser's WebSocket must name the host the page was loaded from (the Host
+ * header), so another site's page cannot read the stream. Clients without Origin (tools) pass. */
+static int origin_ok(const struct mg_connection* conn) {
+  const char* origin = mg_get_header(conn, "Origin");
+  if (!origin) return 1;
+  const char* host = mg_get_header(conn, "Host");
+  if (!host) return 0;
+  const char* p = strstr(origin, "://");
+  if (!p) return 0;
+  p += 3;
+  return strcasecmp(p, host) == 0;
+}
+
+int tmk__relay_web_authorized(const struct mg_connection* conn, int websocket) {
+  if (!has_token(conn)) return 0;
+  if (websocket && (g_check_origin || g_token[0]) && !origin_ok(conn)) return 0;
+  return 1;
+}
+
+/* ---- handlers --------------------------------------------------------------------------- */
+
+static int auth_api(struct mg_connection* conn, void* ud) {
+  (void)ud;
+  const char* up = mg_get_header(conn, "Upgrade");
+  int ws = up && strcasecmp(up, "websocket") == 0;
+  if (!has_token(conn)) {
+    static const char body[] =
+        "{\"error\":\"missing or wrong access token: open the URL the relay printed (it ends in ?token=...)\",\"code\":\"EAUTH\"}";
+    mg_printf(conn,
+              "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: %u\r\n"
+              "Connection: close\r\n\r\n%s",
+              (unsigned)(sizeof body - 1), body);
+    return 0;
+  }
+  if (ws && (g_check_origin || g_token[0]) && !origin_ok(conn)) {
+    static const char body[] = "{\"error\":\"WebSocket Origin does not match the relay's host\",\"code\":\"EORIGIN\"}";
+    mg_printf(conn,
+              "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: %u\r\n"
+              "Connection: close\r\n\r\n%s",
+              (unsigned)(sizeof body - 1), body);
+    return 0;
+  }
+  return 1;
+}
+
+static int serve_asset(struct mg_connection* conn, void* ud) {
+  (void)ud;
+  const struct mg_request_info* ri = mg_get_request_info(conn);
+  const char* uri = ri->local_uri ? ri->local_uri : "/";
+  if (strcmp(uri, "/") == 0) uri = "/index.html";
+  const tmk_web_asset* a = tmk_web_asset_find(uri);
+  if (strcmp(ri->request_method, "GET") != 0 && strcmp(ri->request_method, "HEAD") != 0) {
+    mg_printf(conn, "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\nContent-Length: 0\r\n\r\n");
+    return 405;
+  }
+  if (!a) {
+    static const char body[] = "not found\n";
+    mg_printf(conn, "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: %u\r\n\r\n%s",
+              (unsigned)(sizeof body - 1), body);
+    return 404;
+  }
+  mg_printf(conn,
+            "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %lu\r\nCache-Control: no-cache\r\n"
+            "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
+            "Content-Security-Policy: default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'\r\n\r\n",
+            a->content_type, (unsigned long)a->size);
+  if (strcmp(ri->request_method, "HEAD") != 0) mg_write(conn, a->data, a->size);
+  return 200;
+}
+
+static void install(struct mg_context* ctx, tmk_relay* r, void* ud) {
+  (void)ud;
+  mg_set_auth_handler(ctx, "/api", auth_api, NULL);
+  mg_set_request_handler(ctx, "/$", serve_asset, NULL);
+  for (size_t i = 0; i < tmk_web_asset_count(); i++) {
+    const tmk_web_asset* a = tmk_web_asset_at(i);
+    mg_set_request_handler(ctx, a->path, serve_asset, NULL);
+  }
+  tmk__relay_ws_register(ctx, r);
+}
+
+int tmk_relay_web_install(tmk_relay* r, const tmk_relay_web_desc* d) {
+  (void)r;
+  g_token[0] = 0;
+  g_check_origin = 1;
+  if (d) {
+    if (d->token) {
+      if (strlen(d->token) >= sizeof g_token) return TMK_EINVAL;
+      snprintf(g_token, sizeof g_token, "%s", d->token);
+    }
+    g_check_origin = d->check_origin;
+    tmk__relay_ws_set_teams(d->team_names);
+  }
+  return tmk_relay_http_add_hook(install, NULL);
+}

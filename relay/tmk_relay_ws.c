@@ -1,0 +1,861 @@
+/* tmk_relay_ws.c — the dashboard's live stream: one WebSocket per browser at /api/stream, each
+ * with its own sender thread, subscription and filters (session, threads, severity, team mask)
+ * applied here before sending. Binary format: docs/API.md, "Live stream". A slow browser only
+ * blocks its own thread; the relay's live ring skips for it and it gets a coalesced backfill. */
+#define _POSIX_C_SOURCE 200809L
+#include <civetweb.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tmk_relay.h"
+#include "tmk_relay_web.h"
+
+/* ============================================================================================
+ * Tunables
+ * ============================================================================================ */
+#define WS_BATCH_MIN_MS 10          /* at most one message per client per 10 ms */
+#define WS_IDLE_WAIT_MS 100         /* wake at least this often (session end, stats) */
+#define WS_LIVE_CHUNK 4096          /* live items copied per tmk_relay_live_read */
+#define WS_MSG_SOFT_MAX (256 * 1024) /* a message is sent once it reaches this size */
+#define WS_HISTORY_DEFAULT_S 30     /* live sessions: seconds of history sent on subscribe */
+#define WS_HISTORY_MAX_ZONES 4000000 /* zones sent as history at most */
+#define WS_QUERY_LIMIT 100000       /* items per query (bounds the session lock) */
+#define WS_BACKFILL_PX 4000         /* a coalesced gap is backfilled at this many "pixels" */
+#define WS_MAX_THREADS_FILTER 64
+
+enum { MSG_DATA = 1, MSG_RESET = 2 };
+enum {
+  REC_SITE = 0x01, REC_THREAD = 0x02, REC_TEAM = 0x03,
+  REC_ZONES = 0x10, REC_ZONE_X = 0x11,
+  REC_FRAME = 0x20, REC_PLOT = 0x21, REC_MESSAGE = 0x22, REC_MARKER = 0x23,
+  REC_STATS = 0x30, REC_GAP = 0x31, REC_END = 0x32, REC_HISTORY_DONE = 0x33
+};
+
+/* ============================================================================================
+ * Byte buffer with the stream's encodings
+ * ============================================================================================ */
+typedef struct buf {
+  unsigned char* p;
+  size_t n, cap;
+  int oom;
+} buf;
+
+static void b_need(buf* b, size_t more) {
+  if (b->n + more <= b->cap) return;
+  size_t cap = b->cap ? b->cap * 2 : 4096;
+  while (cap < b->n + more) cap *= 2;
+  unsigned char* q = realloc(b->p, cap);
+  if (!q) { b->oom = 1; return; }
+  b->p = q;
+  b->cap = cap;
+}
+static void b_u8(buf* b, unsigned v) {
+  b_need(b, 1);
+  if (b->oom) return;
+  b->p[b->n++] = (unsigned char)v;
+}
+static void b_var(buf* b, uint64_t v) {
+  b_need(b, 10);
+  if (b->oom) return;
+  while (v >= 0x80) { b->p[b->n++] = (unsigned char)(v | 0x80); v >>= 7; }
+  b->p[b->n++] = (unsigned char)v;
+}
+static void b_svar(buf* b, int64_t v) { b_var(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
+static void b_bytes(buf* b, const void* s, size_t n) {
+  b_need(b, n);
+  if (b->oom) return;
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+static void b_str(buf* b, const char* s, size_t n) { b_var(b, n); b_bytes(b, s, n); }
+static void b_f64(buf* b, double d) {
+  uint64_t u;
+  unsigned char o[8];
+  memcpy(&u, &d, 8);
+  for (int i = 0; i < 8; i++) o[i] = (unsigned char)(u >> (8 * i));
+  b_bytes(b, o, 8);
+}
+
+/* ============================================================================================
+ * Per-client state
+ * ============================================================================================ */
+typedef struct sub {
+  char session[TMK_RELAY_ID_MAX];
+  int level;          /* 0..5: zones/messages/plots of a more verbose severity are not sent */
+  uint32_t mask;      /* team bits: a call site with none of them is not sent */
+  int nthreads;       /* 0 = all threads */
+  uint32_t threads[WS_MAX_THREADS_FILTER];
+  double history_s;   /* live sessions: seconds of history; recordings: everything */
+  uint64_t window;    /* flow control: live data stops while more than this many bytes are
+                         unacknowledged (0 = off, the browser never acks) */
+} sub;
+
+typedef struct site_ent {
+  uint8_t known, sent, severity, kind;
+  uint32_t verbosity;
+} site_ent;
+
+typedef struct client {
+  struct mg_connection* conn;
+  tmk_relay* r;
+  pthread_t thread;
+  int started;
+  pthread_mutex_t mu;   /* guards stop, sub_next, has_sub_next */
+  pthread_mutex_t wmu;  /* serialises writes (sender thread and error replies) */
+  int stop;
+  int has_sub_next;
+  sub sub_next;
+  int dead;             /* a write failed (guarded by wmu) */
+  uint64_t sent;        /* binary bytes sent since the last RESET (guarded by wmu) */
+  uint64_t acked;       /* bytes the browser says it has processed (guarded by mu) */
+  struct client* next;
+  /* sender-thread state */
+  sub cur;
+  int subscribed, attached;
+  uint64_t cursor;
+  int64_t origin;       /* ns subtracted from every time sent */
+  int origin_set;
+  site_ent* sites;
+  uint32_t nsites;
+  uint32_t threads_seen, teams_seen_hash;
+  int was_live;
+  int64_t last_t;       /* latest time sent (relative) */
+  buf out;              /* current message */
+  tmk_relay_live_item* items; /* live_read buffer */
+  int64_t out_base;
+  int zones_open;       /* a REC_ZONES record is being filled */
+  size_t zones_count_at; /* offset of the count placeholder */
+  uint32_t zones_thread, zones_count;
+  int64_t zones_prev;
+} client;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* guards g_clients, g_gen, stats */
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t g_gen;
+static client* g_clients;
+static tmk_relay_ws_stats g_stats;
+
+void tmk_relay_ws_get_stats(tmk_relay_ws_stats* out) {
+  pthread_mutex_lock(&g_mu);
+  *out = g_stats;
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* Called by the relay's loop after each decoded batch: wakes every sender. Never blocks long. */
+static void on_data(void* ud) {
+  (void)ud;
+  pthread_mutex_lock(&g_mu);
+  g_gen++;
+  pthread_cond_broadcast(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ============================================================================================
+ * Sending
+ * ============================================================================================ */
+static int ws_send(client* c, int opcode, const void* p, size_t n) {
+  pthread_mutex_lock(&c->wmu);
+  int rc = c->dead ? -1 : mg_websocket_write(c->conn, opcode, (const char*)p, n);
+  if (rc <= 0) c->dead = 1;
+  else if (opcode == MG_WEBSOCKET_OPCODE_BINARY) c->sent += n;
+  pthread_mutex_unlock(&c->wmu);
+  if (rc <= 0) return -1;
+  pthread_mutex_lock(&g_mu);
+  g_stats.messages++;
+  g_stats.bytes += n;
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+static void send_text(client* c, const char* json) {
+  ws_send(c, MG_WEBSOCKET_OPCODE_TEXT, json, strlen(json));
+}
+
+static void msg_begin(client* c, int type, int64_t base) {
+  buf* b = &c->out;
+  b->n = 0;
+  b->oom = 0;
+  b_u8(b, 'T');
+  b_u8(b, 'W');
+  b_u8(b, 1);
+  b_u8(b, (unsigned)type);
+  b_str(b, c->cur.session, strlen(c->cur.session));
+  if (type == MSG_DATA) b_svar(b, base);
+  c->out_base = base;
+  c->zones_open = 0;
+}
+static void zones_close(client* c) {
+  if (!c->zones_open) return;
+  /* patch the 5-byte padded varint count */
+  uint32_t v = c->zones_count;
+  for (int i = 0; i < 5; i++) {
+    unsigned char byte = (unsigned char)(v & 0x7f);
+    v >>= 7;
+    if (i < 4) byte |= 0x80;
+    if (!c->out.oom) c->out.p[c->zones_count_at + (size_t)i] = byte;
+  }
+  c->zones_open = 0;
+}
+/* Header length of an empty DATA message, to tell whether anything was added. */
+static size_t msg_header_len(client* c) {
+  size_t idl = strlen(c->cur.session);
+  buf t = {0};
+  b_var(&t, idl);
+  b_svar(&t, c->out_base);
+  size_t n = 4 + t.n + idl;
+  free(t.p);
+  return n;
+}
+static int msg_flush(client* c) {
+  zones_close(c);
+  if (c->out.oom) { c->out.n = 0; c->out.oom = 0; return -1; }
+  if (c->out.n <= msg_header_len(c)) return 0;
+  int rc = ws_send(c, MG_WEBSOCKET_OPCODE_BINARY, c->out.p, c->out.n);
+  c->out.n = 0;
+  return rc;
+}
+/* Starts a new DATA message when the current one is big enough to go. */
+static void msg_room(client* c, int64_t t) {
+  if (c->out.n >= WS_MSG_SOFT_MAX) {
+    msg_flush(c);
+    msg_begin(c, MSG_DATA, t);
+  } else if (c->out.n == 0) {
+    msg_begin(c, MSG_DATA, t);
+  }
+}
+
+/* ============================================================================================
+ * Call sites, threads, teams
+ * ============================================================================================ */
+typedef struct site_ctx {
+  client* c;
+  buf* b;
+} site_ctx;
+
+static int grow_sites(client* c, uint32_t id) {
+  if (id < c->nsites) return 0;
+  if (id > (1u << 22)) return -1; /* agents number sites from 1; refuse absurd ids */
+  uint32_t n = c->nsites ? c->nsites : 256;
+  while (n <= id) n *= 2;
+  site_ent* s = realloc(c->sites, n * sizeof *s);
+  if (!s) return -1;
+  memset(s + c->nsites, 0, (n - c->nsites) * sizeof *s);
+  c->sites = s;
+  c->nsites = n;
+  return 0;
+}
+static int site_cb(void* ud, const tmk_relay_site* s) {
+  site_ctx* x = ud;
+  client* c = x->c;
+  if (!s->known || grow_sites(c, s->id)) return 0;
+  site_ent* e = &c->sites[s->id];
+  e->known = 1;
+  e->severity = s->severity;
+  e->verbosity = s->verbosity;
+  e->kind = s->kind;
+  if (e->sent) return 0;
+  e->sent = 1;
+  buf* b = x->b;
+  b_u8(b, REC_SITE);
+  b_var(b, s->id);
+  b_var(b, s->kind);
+  b_var(b, s->severity);
+  b_var(b, s->verbosity);
+  b_var(b, s->color);
+  b_var(b, s->line);
+  b_str(b, s->name ? s->name : "", s->name ? strlen(s->name) : 0);
+  b_str(b, s->file ? s->file : "", s->file ? strlen(s->file) : 0);
+  return 0;
+}
+static int thread_cb(void* ud, uint32_t thread, const char* name) {
+  buf* b = ud;
+  b_u8(b, REC_THREAD);
+  b_var(b, thread);
+  b_str(b, name ? name : "", name ? strlen(name) : 0);
+  return 0;
+}
+typedef struct team_ctx {
+  buf* b;
+  uint32_t hash;
+} team_ctx;
+static char g_team_override[32][64];
+
+void tmk__relay_ws_set_teams(const char* const names[32]) {
+  for (int i = 0; i < 32; i++)
+    snprintf(g_team_override[i], sizeof g_team_override[i], "%s", names && names[i] ? names[i] : "");
+}
+
+static int team_cb(void* ud, uint32_t bit, const char* name) {
+  team_ctx* t = ud;
+  if (bit < 32 && g_team_override[bit][0]) return 0; /* sent from the override table */
+  b_u8(t->b, REC_TEAM);
+  b_var(t->b, bit);
+  size_t n = name ? strlen(name) : 0;
+  b_str(t->b, name ? name : "", n);
+  t->hash = t->hash * 31u + bit + 1u;
+  for (size_t i = 0; i < n; i++) t->hash = t->hash * 131u + (unsigned char)name[i];
+  return 0;
+}
+/* Sends new call sites, and threads/teams when they changed. */
+static void send_meta(client* c, int force) {
+  tmk_relay_session_info info;
+  if (tmk_relay_session(c->r, c->cur.session, &info) != 0) return;
+  msg_room(c, c->last_t);
+  site_ctx sx = {c, &c->out};
+  tmk_relay_query_sites(c->r, c->cur.session, site_cb, &sx);
+  if (force || info.threads != c->threads_seen) {
+    c->threads_seen = info.threads;
+    tmk_relay_query_threads(c->r, c->cur.session, thread_cb, &c->out);
+  }
+  buf tb = {0};
+  team_ctx tc = {&tb, 7};
+  tmk_relay_query_teams(c->r, c->cur.session, team_cb, &tc);
+  for (uint32_t bit = 0; bit < 32; bit++) {
+    if (!g_team_override[bit][0]) continue;
+    tc.hash = tc.hash * 31u + bit + 1u;
+    b_u8(&tb, REC_TEAM);
+    b_var(&tb, bit);
+    b_str(&tb, g_team_override[bit], strlen(g_team_override[bit]));
+  }
+  if (force || tc.hash != c->teams_seen_hash) {
+    c->teams_seen_hash = tc.hash;
+    if (!tb.oom) b_bytes(&c->out, tb.p, tb.n);
+  }
+  free(tb.p);
+}
+static const site_ent* site_of(client* c, uint32_t id) {
+  if (id < c->nsites && c->sites[id].known) return &c->sites[id];
+  return NULL;
+}
+/* Filters: severity level, team mask (by the call site) and thread list. Unknown sites pass. */
+static int pass_thread(const client* c, uint32_t thread) {
+  if (!c->cur.nthreads) return 1;
+  for (int i = 0; i < c->cur.nthreads; i++)
+    if (c->cur.threads[i] == thread) return 1;
+  return 0;
+}
+static int pass_site(client* c, uint32_t site) {
+  const site_ent* s = site_of(c, site);
+  if (!s) return 1;
+  return s->severity <= c->cur.level && (s->verbosity & c->cur.mask) != 0;
+}
+
+/* ============================================================================================
+ * Records
+ * ============================================================================================ */
+static int64_t rel(client* c, uint64_t t) {
+  if (!c->origin_set) { c->origin = (int64_t)t; c->origin_set = 1; }
+  return (int64_t)(t - (uint64_t)c->origin);
+}
+static void put_zone(client* c, const tmk_relay_zone* z) {
+  if (!pass_thread(c, z->thread) || !pass_site(c, z->site)) return;
+  int64_t t = rel(c, z->start_ns);
+  msg_room(c, t);
+  buf* b = &c->out;
+  if (!c->zones_open || c->zones_thread != z->thread) {
+    zones_close(c);
+    b_u8(b, REC_ZONES);
+    b_var(b, z->thread);
+    c->zones_count_at = b->n;
+    b_bytes(b, "\x80\x80\x80\x80\x00", 5); /* count, patched by zones_close */
+    c->zones_open = 1;
+    c->zones_thread = z->thread;
+    c->zones_count = 0;
+    c->zones_prev = c->out_base;
+  }
+  b_var(b, z->site);
+  b_var(b, z->depth);
+  b_svar(b, t - c->zones_prev);
+  b_var(b, z->dur_ns);
+  c->zones_prev = t;
+  c->zones_count++;
+  int64_t end = t + (int64_t)z->dur_ns;
+  if (end > c->last_t) c->last_t = end;
+}
+static void put_event(client* c, const tmk_relay_event* e) {
+  if (!pass_thread(c, e->thread)) return;
+  if (e->type == TMK_RELAY_EV_MESSAGE) {
+    if (e->severity > c->cur.level || (e->verbosity & c->cur.mask) == 0) return;
+  } else if (e->type != TMK_RELAY_EV_FRAME && e->site && !pass_site(c, e->site)) {
+    return;
+  }
+  int64_t t = rel(c, e->time_ns);
+  msg_room(c, t);
+  zones_close(c);
+  buf* b = &c->out;
+  switch (e->type) {
+  case TMK_RELAY_EV_FRAME:
+    b_u8(b, REC_FRAME);
+    b_var(b, e->site);
+    b_svar(b, t - c->out_base);
+    break;
+  case TMK_RELAY_EV_PLOT:
+    b_u8(b, REC_PLOT);
+    b_var(b, e->site);
+    b_svar(b, t - c->out_base);
+    b_f64(b, e->is_double ? e->d : (double)e->i);
+    break;
+  case TMK_RELAY_EV_MESSAGE:
+    b_u8(b, REC_MESSAGE);
+    b_var(b, e->thread);
+    b_var(b, e->site);
+    b_var(b, e->severity);
+    b_var(b, e->verbosity);
+    b_svar(b, t - c->out_base);
+    b_str(b, e->text ? e->text : "", e->text ? e->text_len : 0);
+    break;
+  case TMK_RELAY_EV_MARKER_BEGIN:
+  case TMK_RELAY_EV_MARKER_END:
+    if (!e->text_len) return;
+    b_u8(b, REC_MARKER);
+    b_var(b, e->thread);
+    b_var(b, e->site);
+    b_var(b, e->type == TMK_RELAY_EV_MARKER_BEGIN ? 0u : 1u);
+    b_svar(b, t - c->out_base);
+    b_str(b, e->text ? e->text : "", e->text_len);
+    break;
+  default:
+    return;
+  }
+  if (t > c->last_t) c->last_t = t;
+}
+
+/* ============================================================================================
+ * History and backfill
+ * ============================================================================================ */
+typedef struct collect {
+  tmk_relay_zone* z;
+  size_t n, cap;
+  int oom;
+} collect;
+static int collect_zone(void* ud, const tmk_relay_zone* z) {
+  collect* k = ud;
+  if (k->n == k->cap) {
+    size_t cap = k->cap ? k->cap * 2 : 4096;
+    tmk_relay_zone* p = realloc(k->z, cap * sizeof *p);
+    if (!p) { k->oom = 1; return 1; }
+    k->z = p;
+    k->cap = cap;
+  }
+  k->z[k->n++] = *z;
+  return 0;
+}
+/* Events are copied (text included) under the session lock and encoded after it. */
+typedef struct ev_list {
+  tmk_relay_event* e;
+  size_t n, cap;
+  buf text;
+  int oom;
+} ev_list;
+static int event_cb(void* ud, const tmk_relay_event* e) {
+  ev_list* l = ud;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 1024;
+    tmk_relay_event* p = realloc(l->e, cap * sizeof *p);
+    if (!p) { l->oom = 1; return 1; }
+    l->e = p;
+    l->cap = cap;
+  }
+  tmk_relay_event* d = &l->e[l->n++];
+  *d = *e;
+  d->text = (const char*)(uintptr_t)l->text.n; /* an offset until the copy is complete */
+  if (e->text_len) b_bytes(&l->text, e->text, e->text_len);
+  if (l->text.oom) { l->oom = 1; return 1; }
+  return 0;
+}
+static int zone_order(const void* a, const void* b) {
+  const tmk_relay_zone *x = a, *y = b;
+  if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+  if (x->start_ns != y->start_ns) return x->start_ns < y->start_ns ? -1 : 1;
+  return x->depth < y->depth ? -1 : x->depth > y->depth;
+}
+/* Sends zones and events of [t0, t1] in windows small enough for one query each; zones shorter
+ * than min_dur are left out (the coalesced form). Returns zones sent. */
+static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur, uint64_t max_zones) {
+  uint64_t sent = 0;
+  uint64_t win = t1 > t0 ? (t1 - t0) / 8 + 1 : 1;
+  uint64_t t = t0;
+  collect k = {0};
+  while (t <= t1 && sent < max_zones && !c->dead) {
+    uint64_t e = t + win - 1;
+    if (e > t1 || e < t) e = t1;
+    tmk_relay_query q = {t, e, -1, min_dur, WS_QUERY_LIMIT};
+    k.n = 0;
+    k.oom = 0;
+    int n = tmk_relay_query_zones(c->r, c->cur.session, &q, collect_zone, &k);
+    if (n < 0 || k.oom) break;
+    if ((size_t)n >= WS_QUERY_LIMIT && win > 1000000) { win /= 4; continue; }
+    /* a zone overlapping two windows comes back twice: keep it only in the window of its start */
+    qsort(k.z, k.n, sizeof *k.z, zone_order);
+    for (size_t i = 0; i < k.n; i++) {
+      if (k.z[i].start_ns < t && t != t0) continue;
+      put_zone(c, &k.z[i]);
+      sent++;
+      if (c->out.n >= WS_MSG_SOFT_MAX) { msg_flush(c); msg_begin(c, MSG_DATA, c->last_t); }
+    }
+    ev_list el = {0};
+    tmk_relay_query eq = {t, e, -1, 0, WS_QUERY_LIMIT};
+    tmk_relay_query_events(c->r, c->cur.session, &eq, 0, event_cb, &el);
+    if (!el.oom) {
+      for (size_t i = 0; i < el.n; i++) {
+        el.e[i].text = el.text.p ? (const char*)el.text.p + (uintptr_t)el.e[i].text : "";
+        put_event(c, &el.e[i]);
+      }
+    }
+    free(el.e);
+    free(el.text.p);
+    msg_flush(c);
+    msg_begin(c, MSG_DATA, c->last_t);
+    if (e == t1) break;
+    t = e + 1;
+  }
+  free(k.z);
+  return sent;
+}
+
+/* ============================================================================================
+ * Subscription lifecycle
+ * ============================================================================================ */
+static void detach(client* c) {
+  if (c->attached) tmk_relay_live_detach(c->r, c->cur.session);
+  c->attached = 0;
+}
+static void start_subscription(client* c, const sub* s) {
+  detach(c);
+  c->cur = *s;
+  c->subscribed = 0;
+  free(c->sites);
+  c->sites = NULL;
+  c->nsites = 0;
+  c->threads_seen = 0;
+  c->teams_seen_hash = 0;
+  c->origin_set = 0;
+  c->last_t = 0;
+  tmk_relay_session_info info;
+  if (tmk_relay_session(c->r, s->session, &info) != 0) {
+    char m[256];
+    snprintf(m, sizeof m, "{\"type\":\"error\",\"error\":\"no session '%.96s'\"}", s->session);
+    send_text(c, m);
+    return;
+  }
+  if (tmk_relay_live_attach(c->r, s->session, &c->cursor) == 0) c->attached = 1;
+  c->origin = (int64_t)info.first_ns;
+  c->origin_set = info.first_ns != 0 || info.last_ns != 0;
+  c->was_live = info.live;
+  pthread_mutex_lock(&c->wmu);
+  c->sent = 0;
+  pthread_mutex_unlock(&c->wmu);
+  pthread_mutex_lock(&c->mu);
+  c->acked = 0;
+  pthread_mutex_unlock(&c->mu);
+  msg_begin(c, MSG_RESET, 0);
+  b_svar(&c->out, c->origin_set ? c->origin : 0);
+  ws_send(c, MG_WEBSOCKET_OPCODE_BINARY, c->out.p, c->out.n);
+  c->out.n = 0;
+  msg_begin(c, MSG_DATA, 0);
+  send_meta(c, 1);
+  msg_flush(c);
+  if (c->origin_set) {
+    uint64_t t0 = info.first_ns, t1 = info.last_ns;
+    if (info.live && s->history_s > 0) {
+      uint64_t h = (uint64_t)(s->history_s * 1e9);
+      if (t1 - t0 > h) t0 = t1 - h;
+    }
+    msg_begin(c, MSG_DATA, (int64_t)(t0 - (uint64_t)c->origin));
+    send_range(c, t0, t1, 0, WS_HISTORY_MAX_ZONES);
+    send_meta(c, 0); /* sites first referenced by the history */
+  }
+  msg_begin(c, MSG_DATA, c->last_t);
+  b_u8(&c->out, REC_HISTORY_DONE);
+  ws_send(c, MG_WEBSOCKET_OPCODE_BINARY, c->out.p, c->out.n);
+  c->out.n = 0;
+  c->subscribed = 1;
+}
+
+/* Reads what the relay decoded since the last call and sends it. */
+static void pump_live(client* c) {
+  if (!c->items) c->items = malloc(WS_LIVE_CHUNK * sizeof *c->items);
+  tmk_relay_live_item* items = c->items;
+  if (!items) return;
+  int need_meta = 0;
+  for (int rounds = 0; rounds < 64 && !c->dead; rounds++) {
+    uint64_t skipped = 0;
+    int n = tmk_relay_live_read(c->r, c->cur.session, &c->cursor, items, WS_LIVE_CHUNK, &skipped);
+    if (n < 0) return;
+    if (skipped) {
+      /* Coalesce: this browser fell behind the live ring. Tell it, and backfill the gap with
+       * only the zones long enough to be seen at a full-gap zoom. */
+      int64_t from = c->last_t;
+      int64_t to = n > 0 ? rel(c, items[0].is_zone ? items[0].zone.start_ns : items[0].event.time_ns) : from;
+      msg_room(c, from);
+      zones_close(c);
+      b_u8(&c->out, REC_GAP);
+      b_svar(&c->out, from - c->out_base);
+      b_svar(&c->out, to - c->out_base);
+      b_var(&c->out, skipped);
+      b_var(&c->out, 0);
+      msg_flush(c);
+      pthread_mutex_lock(&g_mu);
+      g_stats.coalesced++;
+      pthread_mutex_unlock(&g_mu);
+      if (to > from) {
+        uint64_t a = (uint64_t)(from + c->origin), z = (uint64_t)(to + c->origin);
+        msg_begin(c, MSG_DATA, from);
+        send_range(c, a, z, (z - a) / WS_BACKFILL_PX, WS_QUERY_LIMIT);
+      }
+    }
+    for (int i = 0; i < n; i++) {
+      const tmk_relay_live_item* it = &items[i];
+      uint32_t site = it->is_zone ? it->zone.site : it->event.site;
+      if (site && (site >= c->nsites || !c->sites[site].known)) need_meta = 1;
+    }
+    if (need_meta) { send_meta(c, 0); need_meta = 0; }
+    for (int i = 0; i < n; i++) {
+      if (items[i].is_zone) put_zone(c, &items[i].zone);
+      else put_event(c, &items[i].event);
+    }
+    if (n < WS_LIVE_CHUNK) break;
+  }
+  msg_flush(c);
+}
+
+/* Flow control: 1 while the browser has more unacknowledged bytes than its window. The live
+ * ring then moves on without it, and it gets a GAP and coalesced data once it catches up. */
+static int window_full(client* c) {
+  if (!c->cur.window) return 0;
+  pthread_mutex_lock(&c->wmu);
+  uint64_t sent = c->sent;
+  pthread_mutex_unlock(&c->wmu);
+  pthread_mutex_lock(&c->mu);
+  uint64_t acked = c->acked;
+  pthread_mutex_unlock(&c->mu);
+  return sent > acked && sent - acked > c->cur.window;
+}
+
+static void* sender_main(void* arg) {
+  client* c = arg;
+  uint64_t seen = 0, last_send = 0, last_meta = 0;
+  for (;;) {
+    pthread_mutex_lock(&c->mu);
+    int stop = c->stop;
+    int has = c->has_sub_next;
+    sub s = c->sub_next;
+    c->has_sub_next = 0;
+    pthread_mutex_unlock(&c->mu);
+    if (stop || c->dead) break;
+    if (has) { start_subscription(c, &s); seen = 0; }
+    if (c->subscribed) {
+      uint64_t now = now_ms();
+      if (now - last_send < WS_BATCH_MIN_MS) {
+        struct timespec ts = {0, (long)(WS_BATCH_MIN_MS - (now - last_send)) * 1000000L};
+        nanosleep(&ts, NULL);
+      }
+      if (c->attached && !window_full(c)) pump_live(c);
+      last_send = now_ms();
+      if (last_send - last_meta > 1000) {
+        last_meta = last_send;
+        tmk_relay_session_info info;
+        msg_begin(c, MSG_DATA, c->last_t);
+        send_meta(c, 0);
+        if (tmk_relay_session(c->r, c->cur.session, &info) == 0) {
+          if (c->was_live && !info.live) { zones_close(c); b_u8(&c->out, REC_END); }
+          c->was_live = info.live;
+          if (!c->attached && info.live && tmk_relay_live_attach(c->r, c->cur.session, &c->cursor) == 0)
+            c->attached = 1;
+        }
+        msg_flush(c);
+      }
+    }
+    /* wait for data, a new subscription, or the idle timeout */
+    pthread_mutex_lock(&g_mu);
+    if (g_gen == seen) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += WS_IDLE_WAIT_MS * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+      pthread_cond_timedwait(&g_cv, &g_mu, &ts);
+    }
+    seen = g_gen;
+    pthread_mutex_unlock(&g_mu);
+  }
+  detach(c);
+  return NULL;
+}
+
+/* ============================================================================================
+ * Subscription parsing (a tiny reader for the flat JSON the page sends)
+ * ============================================================================================ */
+static const char* json_key(const char* js, size_t n, const char* key) {
+  size_t kl = strlen(key);
+  for (size_t i = 0; i + kl + 2 < n; i++) {
+    if (js[i] == '"' && memcmp(js + i + 1, key, kl) == 0 && js[i + 1 + kl] == '"') {
+      const char* p = js + i + kl + 2;
+      while (p < js + n && (*p == ' ' || *p == ':')) p++;
+      return p < js + n ? p : NULL;
+    }
+  }
+  return NULL;
+}
+static int json_num(const char* js, size_t n, const char* key, double* out) {
+  const char* p = json_key(js, n, key);
+  if (!p) return 0;
+  char tmp[40];
+  size_t k = 0;
+  while (p < js + n && k < sizeof tmp - 1 && (strchr("0123456789+-.eE", *p))) tmp[k++] = *p++;
+  tmp[k] = 0;
+  if (!k) return -1;
+  char* end;
+  *out = strtod(tmp, &end);
+  return *end ? -1 : 1;
+}
+/* Parses {"op":"subscribe","session":"…","level":n,"mask":n,"threads":[…],"history_s":n}.
+ * Returns 0 or writes a reason into err. */
+static int parse_sub(const char* js, size_t n, sub* s, char* err, size_t errcap) {
+  memset(s, 0, sizeof *s);
+  s->level = 5;
+  s->mask = 0xffffffffu;
+  s->history_s = WS_HISTORY_DEFAULT_S;
+  const char* op = json_key(js, n, "op");
+  if (!op || (size_t)(js + n - op) < 11 || strncmp(op, "\"subscribe\"", 11) != 0) { snprintf(err, errcap, "op must be \\\"subscribe\\\" or \\\"ack\\\""); return -1; }
+  const char* p = json_key(js, n, "session");
+  if (!p || *p != '"') { snprintf(err, errcap, "session (a string) is required"); return -1; }
+  p++;
+  size_t k = 0;
+  while (p < js + n && *p != '"' && k < sizeof s->session - 1) {
+    char ch = *p++;
+    if (ch == '\\' || (unsigned char)ch < 0x20) { snprintf(err, errcap, "bad session id"); return -1; }
+    s->session[k++] = ch;
+  }
+  if (p >= js + n || *p != '"' || k == 0) { snprintf(err, errcap, "bad session id"); return -1; }
+  double v;
+  int r;
+  if ((r = json_num(js, n, "level", &v)) != 0) {
+    if (r < 0 || v < 0 || v > 5 || v != (int)v) { snprintf(err, errcap, "level must be 0..5"); return -1; }
+    s->level = (int)v;
+  }
+  if ((r = json_num(js, n, "mask", &v)) != 0) {
+    if (r < 0 || v < 0 || v > 4294967295.0 || v != (double)(uint32_t)v) { snprintf(err, errcap, "mask must be a 32-bit unsigned integer"); return -1; }
+    s->mask = (uint32_t)v;
+  }
+  if ((r = json_num(js, n, "window", &v)) != 0) {
+    if (r < 0 || v < 0 || v > 1e12 || v != (double)(uint64_t)v) { snprintf(err, errcap, "window must be a byte count"); return -1; }
+    s->window = (uint64_t)v;
+  }
+  if ((r = json_num(js, n, "history_s", &v)) != 0) {
+    if (r < 0 || v < 0 || v > 86400) { snprintf(err, errcap, "history_s must be 0..86400"); return -1; }
+    s->history_s = v;
+  }
+  const char* t = json_key(js, n, "threads");
+  if (t && *t == '[') {
+    t++;
+    while (t < js + n && *t != ']') {
+      while (t < js + n && (*t == ' ' || *t == ',')) t++;
+      if (t < js + n && *t == ']') break;
+      char* end;
+      unsigned long id = strtoul(t, &end, 10);
+      if (end == t || s->nthreads >= WS_MAX_THREADS_FILTER) { snprintf(err, errcap, "threads must be up to %d integers", WS_MAX_THREADS_FILTER); return -1; }
+      s->threads[s->nthreads++] = (uint32_t)id;
+      t = end;
+    }
+  } else if (t && strncmp(t, "null", 4) != 0) {
+    snprintf(err, errcap, "threads must be an array or null");
+    return -1;
+  }
+  return 0;
+}
+
+/* ============================================================================================
+ * civetweb handlers
+ * ============================================================================================ */
+static int ws_connect(const struct mg_connection* conn, void* ud) {
+  (void)ud;
+  return tmk__relay_web_authorized(conn, 1) ? 0 : 1;
+}
+static void ws_ready(struct mg_connection* conn, void* ud) {
+  client* c = calloc(1, sizeof *c);
+  if (!c) return;
+  c->conn = conn;
+  c->r = ud;
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_mutex_init(&c->wmu, NULL);
+  mg_set_user_connection_data(conn, c);
+  if (pthread_create(&c->thread, NULL, sender_main, c) == 0) c->started = 1;
+  pthread_mutex_lock(&g_mu);
+  c->next = g_clients;
+  g_clients = c;
+  g_stats.clients++;
+  pthread_mutex_unlock(&g_mu);
+}
+static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len, void* ud) {
+  (void)ud;
+  client* c = mg_get_user_connection_data(conn);
+  int op = bits & 0x0f;
+  if (!c) return 0;
+  if (op == MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE) return 0;
+  if (op != MG_WEBSOCKET_OPCODE_TEXT) return 1; /* pings are answered by civetweb; binary ignored */
+  sub s;
+  char err[160], reply[256];
+  const char* cmd = len <= 8192 ? json_key(data, len, "op") : NULL;
+  if (cmd && (size_t)(data + len - cmd) >= 5 && strncmp(cmd, "\"ack\"", 5) == 0) {
+    double v;
+    if (json_num(data, len, "bytes", &v) == 1 && v >= 0) {
+      pthread_mutex_lock(&c->mu);
+      c->acked = (uint64_t)v;
+      pthread_mutex_unlock(&c->mu);
+      on_data(NULL);
+    } else {
+      send_text(c, "{\"type\":\"error\",\"error\":\"ack needs bytes (a count)\"}");
+    }
+    return 1;
+  }
+  if (len > 8192) {
+    send_text(c, "{\"type\":\"error\",\"error\":\"message too long\"}");
+  } else if (parse_sub(data, len, &s, err, sizeof err) == 0) {
+    pthread_mutex_lock(&c->mu);
+    c->sub_next = s;
+    c->has_sub_next = 1;
+    pthread_mutex_unlock(&c->mu);
+    on_data(NULL); /* wake the sender */
+  } else {
+    snprintf(reply, sizeof reply, "{\"type\":\"error\",\"error\":\"%s\"}", err);
+    send_text(c, reply);
+  }
+  return 1;
+}
+static void ws_close(const struct mg_connection* conn, void* ud) {
+  (void)ud;
+  client* c = mg_get_user_connection_data(conn);
+  if (!c) return;
+  pthread_mutex_lock(&c->mu);
+  c->stop = 1;
+  pthread_mutex_unlock(&c->mu);
+  on_data(NULL);
+  if (c->started) pthread_join(c->thread, NULL);
+  pthread_mutex_lock(&g_mu);
+  for (client** p = &g_clients; *p; p = &(*p)->next)
+    if (*p == c) { *p = c->next; break; }
+  g_stats.clients--;
+  pthread_mutex_unlock(&g_mu);
+  mg_set_user_connection_data(conn, NULL);
+  pthread_mutex_destroy(&c->mu);
+  pthread_mutex_destroy(&c->wmu);
+  free(c->sites);
+  free(c->out.p);
+  free(c->items);
+  free(c);
+}
+
+void tmk__relay_ws_register(struct mg_context* ctx, tmk_relay* r) {
+  tmk_relay_set_data_listener(r, on_data, NULL);
+  mg_set_websocket_handler(ctx, "/api/stream", ws_connect, ws_ready, ws_data, ws_close, r);
+}
