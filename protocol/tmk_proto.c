@@ -38,8 +38,8 @@
 #define TMK__NUM_GAP 0         /* number contexts */
 #define TMK__NUM_DUR 1
 #define TMK__NUM_CLOSE 2
-#define TMK__NUM_FRESH 3 /* duration of a leaf whose site has no prediction yet */
-#define TMK__NSTATE0 (16u * 6u) /* initial context state: numbers of 6 bits */
+#define TMK__NUM_FRESH 3       /* duration of a leaf whose site has no prediction yet */
+#define TMK__NUM_CLOSE_FRESH 4 /* tail of a parent whose site has no prediction yet */
 #define TMK__HALF 0x8000000000000000ull
 #if defined(__GNUC__) || defined(__clang__)
 #define TMK__HOT static inline __attribute__((always_inline))
@@ -196,12 +196,43 @@ static unsigned tmk__rice_k(uint32_t state) {
 }
 
 static uint32_t tmk__rice_update(uint32_t state, uint64_t v) {
-  return state - (state >> 4) + tmk__bitlen(v);
+  if (state == 0) return 16u * tmk__bitlen(v); /* a context's first number sets it at once */
+  return state - (state >> 3) + 2u * tmk__bitlen(v);
 }
 
 static void tmk__nstate_init(uint32_t* s) {
   unsigned i;
-  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) s[i] = TMK__NSTATE0;
+  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) s[i] = 0;
+}
+
+/* The predictor (§5.3) for `site` in table 0 (leaf durations) or 1 (parent tails): returns the
+ * context its number is coded in, predicted or fresh, and the prediction in *pred. */
+static unsigned tmk__predict(tmk_proto_slot (*t)[TMK_PROTO_PREDICT_SLOTS], unsigned table,
+                             uint32_t site, uint64_t* pred) {
+  const tmk_proto_slot* sl = &t[table][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+  if (sl->used && sl->site == site) {
+    *pred = sl->duration;
+    return table ? TMK__NUM_CLOSE : TMK__NUM_DUR;
+  }
+  *pred = 0;
+  return table ? TMK__NUM_CLOSE_FRESH : TMK__NUM_FRESH;
+}
+
+/* A predicted number is coded as the zigzag of its difference from the prediction, a fresh one
+ * as itself. */
+static uint64_t tmk__pcode(unsigned ctx, uint64_t v, uint64_t pred) {
+  return ctx == TMK__NUM_DUR || ctx == TMK__NUM_CLOSE ? tmk__zz(v - pred) : v;
+}
+static uint64_t tmk__punc(unsigned ctx, uint64_t code, uint64_t pred) {
+  return ctx == TMK__NUM_DUR || ctx == TMK__NUM_CLOSE ? pred + tmk__unzz(code) : code;
+}
+
+static void tmk__learn(tmk_proto_slot (*t)[TMK_PROTO_PREDICT_SLOTS], unsigned table, uint32_t site,
+                       uint64_t v) {
+  tmk_proto_slot* sl = &t[table][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+  sl->site = site;
+  sl->used = 1;
+  sl->duration = v;
 }
 
 /* Length in bits of v's code with parameter k. */
@@ -519,14 +550,11 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
       if (depth > 0xFFFFFFFFull) return tmk__fail(r, TMK_ERANGE);
       start = r->zone_cursor + gap;
       if (is_leaf) {
-        unsigned slot = site & (TMK_PROTO_PREDICT_SLOTS - 1);
-        int hit = r->predict[slot].used && r->predict[slot].site == site;
-        uint64_t pred = hit ? r->predict[slot].duration : 0;
-        uint64_t dur = pred + tmk__unzz(tmk__in_num(&in, hit ? TMK__NUM_DUR : TMK__NUM_FRESH));
+        uint64_t pred;
+        unsigned ctx = tmk__predict(r->predict, 0, site, &pred);
+        uint64_t dur = tmk__punc(ctx, tmk__in_num(&in, ctx), pred);
         if (in.err) return tmk__fail(r, in.err);
-        r->predict[slot].site = site;
-        r->predict[slot].used = 1;
-        r->predict[slot].duration = dur;
+        tmk__learn(r->predict, 0, site, dur);
         r->zone_cursor = start + dur;
         rec->type = TMK_REC_ZONE;
         rec->u.zone.site = site;
@@ -549,10 +577,14 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
 
     switch (tag) {
       case TMK__TAG_CLOSE: {
-        uint64_t end;
+        uint64_t pred, tail, end;
+        unsigned ctx;
         if (r->nopen == 0) return tmk__fail(r, TMK_ENEST);
-        end = r->zone_cursor + tmk__in_num(&in, TMK__NUM_CLOSE);
+        ctx = tmk__predict(r->predict, 1, r->open[r->nopen - 1].site, &pred);
+        tail = tmk__punc(ctx, tmk__in_num(&in, ctx), pred);
         if (in.err) return tmk__fail(r, in.err);
+        tmk__learn(r->predict, 1, r->open[r->nopen - 1].site, tail);
+        end = r->zone_cursor + tail;
         r->nopen--;
         rec->type = TMK_REC_ZONE;
         rec->u.zone.site = r->open[r->nopen].site;
@@ -1004,9 +1036,18 @@ static int tmk__inside(uint64_t cursor, uint64_t end, const tmk_proto_zone* z) {
   return gap < TMK__HALF && room < TMK__HALF && gap <= room && z->duration <= room - gap;
 }
 
+/* CLOSE's number: the parent's tail after its last child, predicted from its site (§5.3). */
+static void tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, uint64_t tail) {
+  uint64_t pred;
+  unsigned ctx = tmk__predict(w->predict, 1, site, &pred);
+  tmk__nout_num(num, ctx, tmk__pcode(ctx, tail, pred));
+  tmk__learn(w->predict, 1, site, tail);
+}
+
 int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t n) {
   uint64_t open_end[TMK_PROTO_MAX_OPEN];
   uint32_t open_depth[TMK_PROTO_MAX_OPEN];
+  uint32_t open_site[TMK_PROTO_MAX_OPEN];
   unsigned nopen = 0;
   uint64_t cursor;
   uint32_t root_depth;
@@ -1039,7 +1080,6 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     size_t need;
     unsigned nbits, dctx = TMK__NUM_DUR;
     uint64_t gap, code = 0, pred;
-    unsigned slot = z->site & (TMK_PROTO_PREDICT_SLOTS - 1);
 
     /* Close the open zones that cannot hold z as a direct child. */
     while (nopen) {
@@ -1047,7 +1087,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         break;
       nopen--;
       *p++ = TMK__TAG_CLOSE;
-      tmk__nout_num(&num, TMK__NUM_CLOSE, open_end[nopen] - cursor);
+      tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
       cursor = open_end[nopen];
     }
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
@@ -1059,9 +1099,8 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
 
     gap = need_at ? 0 : z->start - cursor;
     if (!is_open) {
-      dctx = w->predict[slot].used && w->predict[slot].site == z->site ? TMK__NUM_DUR : TMK__NUM_FRESH;
-      pred = dctx == TMK__NUM_DUR ? w->predict[slot].duration : 0;
-      code = tmk__zz(z->duration - pred);
+      dctx = tmk__predict(w->predict, 0, z->site, &pred);
+      code = tmk__pcode(dctx, z->duration, pred);
     }
     need = (size_t)TMK__CLOSE_MAX * (nopen + (unsigned)is_open);
     if ((size_t)(num.front - p) < need + TMK__ZONE_MAX) {
@@ -1095,6 +1134,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       }
       tmk__nout_num(&num, TMK__NUM_GAP, gap);
       open_end[nopen] = zend;
+      open_site[nopen] = z->site;
       open_depth[nopen] = z->depth;
       nopen++;
       cursor = z->start;
@@ -1107,16 +1147,14 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       }
       tmk__nout_num(&num, TMK__NUM_GAP, gap);
       tmk__nout_num(&num, dctx, code);
-      w->predict[slot].site = z->site;
-      w->predict[slot].used = 1;
-      w->predict[slot].duration = z->duration;
+      tmk__learn(w->predict, 0, z->site, z->duration);
       cursor = zend;
     }
   }
   while (nopen) {
     nopen--;
     *p++ = TMK__TAG_CLOSE;
-    tmk__nout_num(&num, TMK__NUM_CLOSE, open_end[nopen] - cursor);
+    tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
     cursor = open_end[nopen];
   }
   if (i == 0 && !had_base) {

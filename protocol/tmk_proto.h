@@ -29,7 +29,7 @@ extern "C" {
 #define TMK_PROTO_MAX_OPEN 32         /* zone nesting inside one packet's zone tree */
 #define TMK_PROTO_PREDICT_SLOTS 32    /* leaf-duration predictor slots (§5.3) */
 #define TMK_PROTO_MAX_TEAMS 32        /* verbosity mask bits */
-#define TMK_PROTO_NUM_CONTEXTS 4      /* number-stream coding contexts (§5) */
+#define TMK_PROTO_NUM_CONTEXTS 5      /* number-stream coding contexts (§5) */
 
 /* Packet types (header byte 5, §2). */
 enum {
@@ -227,6 +227,13 @@ typedef struct tmk_proto_control {
   uint32_t verbosity;
 } tmk_proto_control;
 
+/* One predictor slot (§5.3): the last leaf duration or parent tail of a site in this packet. */
+typedef struct tmk_proto_slot {
+  uint32_t site;
+  uint32_t used; /* 0: the slot is empty, whatever `site` says */
+  uint64_t duration;
+} tmk_proto_slot;
+
 /* ---------------------------------------------------------------------------------------------
  * Decoder. Safe on malicious input: never reads outside [packet, packet+len), never writes
  * outside the scratch it is given, returns a negative TMK_E* code on anything malformed.
@@ -251,11 +258,7 @@ typedef struct tmk_proto_reader {
     uint64_t start;
     uint32_t site;
   } open[TMK_PROTO_MAX_OPEN];
-  struct {
-    uint32_t site;
-    uint32_t used; /* 0: the slot is empty, whatever `site` says */
-    uint64_t duration;
-  } predict[TMK_PROTO_PREDICT_SLOTS];
+  tmk_proto_slot predict[2][TMK_PROTO_PREDICT_SLOTS]; /* [0] leaf durations, [1] parent tails */
   int done;
 } tmk_proto_reader;
 
@@ -306,11 +309,7 @@ typedef struct tmk_proto_writer {
   uint32_t root_depth;
   uint64_t zone_cursor;
   uint64_t event_cursor;
-  struct {
-    uint32_t site;
-    uint32_t used; /* 0: the slot is empty, whatever `site` says */
-    uint64_t duration;
-  } predict[TMK_PROTO_PREDICT_SLOTS];
+  tmk_proto_slot predict[2][TMK_PROTO_PREDICT_SLOTS]; /* [0] leaf durations, [1] parent tails */
 } tmk_proto_writer;
 
 /* Prepares a writer over `body` (cap bytes, 64 .. TMK_PROTO_MAX_PACKET - TMK_PROTO_MAX_HEADER;

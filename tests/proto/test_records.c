@@ -416,7 +416,6 @@ static int do_op(tmk_proto_writer* w, int op) {
 }
 
 static void assert_writer_same(const tmk_proto_writer* a, const tmk_proto_writer* b) {
-  int i;
   assert_true(a->buf == b->buf);
   assert_int_equal(a->cap, b->cap);
   assert_int_equal(a->len, b->len);
@@ -432,10 +431,8 @@ static void assert_writer_same(const tmk_proto_writer* a, const tmk_proto_writer
   assert_int_equal(a->root_depth, b->root_depth);
   assert_true(a->zone_cursor == b->zone_cursor);
   assert_true(a->event_cursor == b->event_cursor);
-  for (i = 0; i < TMK_PROTO_PREDICT_SLOTS; i++) {
-    assert_int_equal(a->predict[i].site, b->predict[i].site);
-    assert_true(a->predict[i].duration == b->predict[i].duration);
-  }
+  assert_memory_equal(a->predict, b->predict, sizeof a->predict);
+  assert_memory_equal(a->nstate, b->nstate, sizeof a->nstate);
 }
 
 /* For every op, after earlier content that leaves every amount of room from plenty to none: the
