@@ -1,8 +1,11 @@
 /* test_decoder.c — the decoder against hand-assembled bytes written from docs/PROTOCOL.md (not
- * from the encoder). The test codes the number stream itself (§5.0: adaptive Rice codes in four
- * contexts, stored from the body's end backwards), pins a few bodies byte for byte, and checks
- * the decoder on valid input (the reference packet; a sweep of number sizes that takes every
- * context's Rice parameter from 0 to 63 and through the escape) and on hostile input: every
+ * from the encoder). The test codes the number stream itself (§5.0: adaptive Rice codes in five
+ * contexts that start cold every packet, stored from the body's end backwards) and keeps its own
+ * model of the two predictor tables (§5.3: leaf durations and parents' tails, predicted numbers
+ * zigzagged against the prediction, fresh ones coded as themselves), pins a few bodies byte for
+ * byte, and checks the decoder on valid input (the reference packet; a sweep of number sizes that
+ * takes every context's Rice parameter from 0 to 63 and through the escape, with cold starts of
+ * every kind) and on hostile input: every
  * prefix of a valid packet, record and number stream cuts, padding and leftovers in the number
  * stream, stream lengths that lie, corrupted headers and bodies, bad nesting, and LZ4 bodies that
  * lie about their size, each rejected with the right TMK_E* code. */
@@ -15,8 +18,8 @@
 
 /* ---- the number stream, coded from §5.0 ---------------------------------------------------- */
 
-/* The four number contexts (§5.0); each starts every packet at state 96. */
-enum { CX_GAP, CX_DUR, CX_FRESH, CX_CLOSE, CX_COUNT };
+/* The five number contexts (§5.0); each starts every packet at state 0 (cold). */
+enum { CX_GAP, CX_DUR, CX_FRESH, CX_CLOSE, CX_CFRESH, CX_COUNT };
 
 #define MAX_NUMS 4096
 
@@ -32,6 +35,8 @@ typedef struct nstream {
   uint64_t kseen[CX_COUNT]; /* bit k: Rice parameter k was used in this context */
   unsigned qseen;           /* bit q: unary length q (0..5) was used; bit 6: an escape */
   size_t esc64;             /* escapes of 64-bit numbers */
+  unsigned cold[CX_COUNT];  /* as qseen, for numbers coded while the context was cold (s = 0) */
+  size_t warmed[CX_COUNT];  /* how often a cold context's first non-zero number set its state */
 } nstream;
 
 static unsigned bitlen(uint64_t v) {
@@ -43,11 +48,7 @@ static unsigned bitlen(uint64_t v) {
   return n;
 }
 
-static void ns_init(nstream* w) {
-  int c;
-  memset(w, 0, sizeof *w);
-  for (c = 0; c < CX_COUNT; c++) w->s[c] = 96;
-}
+static void ns_init(nstream* w) { memset(w, 0, sizeof *w); }
 
 /* Appends the n low bits of v, least significant first. */
 static void ns_bits(nstream* w, uint64_t v, unsigned n) {
@@ -59,24 +60,32 @@ static void ns_bits(nstream* w, uint64_t v, unsigned n) {
 static void ns_put(nstream* w, int cx, uint64_t v) {
   unsigned s = w->s[cx], len = (s + 12) >> 4, k = len > 1 ? len - 1 : 0;
   uint64_t q;
-  /* s moves towards 16 * bitlen and bitlen <= 64, so s <= 1024 and k <= 63 */
-  assert_true(k <= 63);
+  /* s is 16 * bitlen at first and then moves towards it, and bitlen <= 64: s <= 1024, k <= 63 */
+  assert_true(s <= 1024 && k <= 63);
   q = v >> k;
   if (q < 6) {
     ns_bits(w, ((uint64_t)1 << q) - 1, (unsigned)q); /* q one bits */
     ns_bits(w, 0, 1);                               /* a zero bit */
     ns_bits(w, v, k);                               /* the low k bits */
     w->qseen |= 1u << q;
+    if (s == 0) w->cold[cx] |= 1u << q;
   } else {
     unsigned n = bitlen(v);
     ns_bits(w, 0x3F, 6);    /* six one bits */
     ns_bits(w, n - 1, 6);   /* n - 1 in 6 bits */
     ns_bits(w, v, n);       /* the n low bits */
     w->qseen |= 1u << 6;
+    if (s == 0) w->cold[cx] |= 1u << 6;
     if (n == 64) w->esc64++;
   }
   w->kseen[cx] |= (uint64_t)1 << k;
-  w->s[cx] = s - (s >> 4) + bitlen(v);
+  /* step 4: a cold context's first number sets the state outright (a zero leaves it cold) */
+  if (s == 0) {
+    w->s[cx] = 16 * bitlen(v);
+    if (v) w->warmed[cx]++;
+  } else {
+    w->s[cx] = s - (s >> 3) + 2 * bitlen(v);
+  }
   assert_true(w->nnum < MAX_NUMS);
   w->end[w->nnum++] = w->nbit;
 }
@@ -150,13 +159,17 @@ static void n_put(buf* o, int cx, uint64_t v) {
   o->cx[o->nnum] = cx;
   o->num[o->nnum++] = v;
 }
-/* The callers say each number's context (§5.0): the gap of LEAF and OPEN; a LEAF's duration code
- * when its site sits in predictor slot site % 32 (§5.3), or when it does not (fresh: the code is
- * the whole duration); the gap of CLOSE. */
+/* The callers say each number's context (§5.0, §5.3): the gap of LEAF and OPEN; a LEAF's duration
+ * when its site sits in slot site % 32 of predictor table 0 (duration: the code is zigzag of the
+ * difference from the slot's duration), or when it does not (fresh: the code is the duration
+ * itself); a CLOSE's tail (end - zone cursor) when the popped zone's site sits in slot site % 32
+ * of table 1 (close: zigzag of the difference from the slot's tail), or not (close-fresh: the
+ * tail itself). */
 static void n_gap(buf* o, uint64_t v) { n_put(o, CX_GAP, v); }
 static void n_dur(buf* o, int64_t d) { n_put(o, CX_DUR, zz(d)); }
-static void n_fresh(buf* o, int64_t d) { n_put(o, CX_FRESH, zz(d)); }
-static void n_close(buf* o, uint64_t v) { n_put(o, CX_CLOSE, v); }
+static void n_fresh(buf* o, uint64_t d) { n_put(o, CX_FRESH, d); }
+static void n_close(buf* o, int64_t d) { n_put(o, CX_CLOSE, zz(d)); }
+static void n_cfresh(buf* o, uint64_t t) { n_put(o, CX_CFRESH, t); }
 static void b_reset(buf* o) {
   o->nr = 0;
   o->nnum = 0;
@@ -186,7 +199,7 @@ static size_t body_bytes(const buf* o, size_t rlen, size_t nnum, uint8_t* out) {
 }
 
 /* The reference body; base time 1000. f64 1.5 in the given byte order. Predictor slots are noted
- * where a leaf's context depends on them. */
+ * where a number's context depends on them (table 0 for leaves, table 1 for CLOSE). */
 static void spec_body(buf* o, int big_endian) {
   static const uint8_t d15_le[8] = {0, 0, 0, 0, 0, 0, 0xF8, 0x3F};
   static const uint8_t d15_be[8] = {0x3F, 0xF8, 0, 0, 0, 0, 0, 0};
@@ -202,11 +215,12 @@ static void spec_body(buf* o, int big_endian) {
   b_u8(o, 0x81), n_gap(o, 2), n_dur(o, -1), mark(o, 1, 4);      /* LEAF site 2 at 1030, 20-1 */
   b_u8(o, 0x21), b_v(o, 34), n_gap(o, 1), n_fresh(o, 7), mark(o, 1, 5); /* slot 2 holds 2: 7 */
   b_u8(o, 0x81), n_gap(o, 0), n_fresh(o, 0), mark(o, 1, 6); /* LEAF site 2 at 1057: slot holds 34 */
-  b_u8(o, 0x20), n_close(o, 10), mark(o, 0, 7);             /* CLOSE at 1067: site 1, 62 */
+  /* CLOSE site 1 at 1067, 62: table 1 is empty (OPEN and the leaves do not touch it): tail 10 */
+  b_u8(o, 0x20), n_cfresh(o, 10), mark(o, 0, 7);
   b_u8(o, 0x03), b_v(o, 2), b_s(o, -100), mark(o, 0, 7);    /* AT depth 2, cursor 967 */
   b_u8(o, 0x40), n_gap(o, 0), mark(o, 1, 7);                /* OPEN short site 1 at 967 */
   b_u8(o, 0xC0), n_gap(o, 1), n_fresh(o, 4), mark(o, 1, 8); /* LEAF short site 65 at 968, 4 */
-  b_u8(o, 0x20), n_close(o, 0), mark(o, 0, 9);              /* CLOSE at 972: 5 */
+  b_u8(o, 0x20), n_close(o, -10), mark(o, 0, 9); /* CLOSE site 1 at 972, 5: tail 0, slot: 10 */
   b_u8(o, 0x06), b_v(o, 0), b_s(o, 100), mark(o, 0, 10);    /* FRAME 1100 */
   b_u8(o, 0x07), b_v(o, 3), b_s(o, -50), b_s(o, -2), mark(o, 0, 11); /* PLOT_I 1050 -2 */
   b_u8(o, 0x08), b_v(o, 4), b_s(o, 0);                               /* PLOT_D 1050 1.5 */
@@ -221,7 +235,7 @@ static void spec_body(buf* o, int big_endian) {
   b_u8(o, 0x02), b_v(o, 7), mark(o, 0, 18);               /* THREAD 7: cursors reset */
   b_u8(o, 0xFF), n_gap(o, 0), n_fresh(o, 5), mark(o, 0, 19); /* LEAF short site 128 at 1000 */
   b_u8(o, 0x06), b_v(o, 9), b_s(o, 0), mark(o, 0, 20);    /* FRAME site 9 at 1000 */
-  /* the gaps so far left the gap state at 67 (k = 3), so 300 needs an escape: a long code */
+  /* the gaps so far (5 3 2 1 0 0 1 0) left the gap state at 28 (k = 1), so 300 needs an escape */
   b_u8(o, 0x80), n_gap(o, 300), n_fresh(o, 6), mark(o, 0, 21); /* LEAF short site 1 at 1305, 6 */
 }
 
@@ -361,25 +375,41 @@ static void expect_raw(const uint8_t* body, size_t len, int want, size_t want_re
 }
 
 /* Bodies worked out by hand from §5.0, byte for byte; the test's coder must produce them and the
- * decoder must read them. At the start of a packet every context has state 96, so k = 5. */
+ * decoder must read them. At the start of a packet every context is cold (state 0, so k = 0: a
+ * number below 6 is v one bits and a zero, a larger one escapes), and a context's first non-zero
+ * number sets its state to 16 * bitlen. */
 static void test_pinned_bodies(void** state) {
-  /* LEAF site 1: gap 1 (gap: 0 | 10000), code zz(2) = 4 (fresh: 0 | 00100); 12 bits, from the
-   * last byte backwards: 0x02, then 0x02 with four bits of padding */
-  static const uint8_t small[] = {0x01, 0x02, 0x80, 0x02, 0x02};
-  /* LEAF site 1: gap 300 = 0b100101100, 300 >> 5 = 9: escape 111111, n - 1 = 8 as 000100, the 9
-   * bits 001101001; code 0: 0 | 00000; 27 bits */
-  static const uint8_t escape[] = {0x01, 0x04, 0x80, 0x00, 0x12, 0xC2, 0x3F};
-  /* LEAF site 1: gap 2^64 - 1: escape 111111, 63 as 111111, 64 one bits; code 0; 82 bits */
-  static const uint8_t wide[] = {0x01, 0x0B, 0x80, 0x00, 0x0F, 0xFF, 0xFF, 0xFF,
+  /* LEAF site 1: gap 1 (gap: 10), duration 2, fresh so coded as itself (fresh: 110); 5 bits,
+   * 10110 from bit 0: 0x0D with three bits of padding */
+  static const uint8_t small[] = {0x01, 0x01, 0x80, 0x0D};
+  /* LEAF site 1: gap 300 = 0b100101100: escape 111111, n - 1 = 8 as 000100, the 9 bits
+   * 001101001; duration 0: 0; 22 bits, from the last byte backwards 0x3F, 0xC2, 0x12 */
+  static const uint8_t escape[] = {0x01, 0x03, 0x80, 0x12, 0xC2, 0x3F};
+  /* LEAF site 1: gap 2^64 - 1: escape 111111, 63 as 111111, 64 one bits; duration 0: 0;
+   * 77 bits: nine 0xFF, then 0x0F */
+  static const uint8_t wide[] = {0x01, 0x0A, 0x80, 0x0F, 0xFF, 0xFF, 0xFF,
                                  0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  /* A tree that pins the state update and both CLOSE contexts:
+   *   OPEN site 1, gap 1            gap 1, cold:        10                  gap s = 16
+   *   LEAF site 1, gap 2^20         k = 0, escape:      111111 001010 (20)  gap s = 16 - 2 + 2*21
+   *                                                     then 20 zeros, 1    = 56 (k = 3)
+   *     duration 5 (table 0 empty)  fresh, cold:        111110
+   *   CLOSE: tail 3 (table 1 empty) close-fresh, cold:  1110                table 1 slot 1: 1, 3
+   *   OPEN site 1, gap 9            gap, k = 3:         10 100 (9 >> 3 = 1, low bits 001)
+   *   CLOSE: tail 1, predicted 3    close, cold:        1110 (zigzag(-2) = 3)
+   * 54 bits; from bit 0: FD 14 00 00 FC AE 1C (two bits of padding), stored backwards. Leaf at
+   * 1001 + 2^20 (5), parent 1001 (2^20 + 8), parent 1018 + 2^20 (1). Had the second gap set the
+   * state the old way (s - s/16 + bitlen = 36, k = 2), gap 9 would read differently. */
+  static const uint8_t tree[] = {0x05, 0x07, 0x40, 0x80, 0x20, 0x40, 0x20,
+                                 0x1C, 0xAE, 0xFC, 0x00, 0x00, 0x14, 0xFD};
   static const struct {
     const uint8_t* body;
     size_t len;
-    uint64_t gap, start;
-    int64_t dur;
+    uint64_t gap, start, dur;
   } cases[] = {{small, sizeof small, 1, 1001, 2},
                {escape, sizeof escape, 300, 1300, 0},
                {wide, sizeof wide, ~(uint64_t)0, 999, 0}};
+  const uint64_t m = (uint64_t)1 << 20;
   buf* o = (buf*)calloc(1, sizeof *o);
   uint8_t body[64];
   size_t i, n;
@@ -394,9 +424,24 @@ static void test_pinned_bodies(void** state) {
     assert_memory_equal(body, cases[i].body, n);
     assert_int_equal(decode_body(&d, cases[i].body, cases[i].len), 0);
     assert_int_equal(d.n, 1);
-    expect_zone(&d.recs[0], 0, 1, 0, cases[i].start, (uint64_t)cases[i].dur);
+    expect_zone(&d.recs[0], 0, 1, 0, cases[i].start, cases[i].dur);
     pt_decoded_free(&d);
   }
+  b_reset(o);
+  b_u8(o, 0x40), n_gap(o, 1);
+  b_u8(o, 0x80), n_gap(o, m), n_fresh(o, 5);
+  b_u8(o, 0x20), n_cfresh(o, 3);
+  b_u8(o, 0x40), n_gap(o, 9);
+  b_u8(o, 0x20), n_close(o, -2);
+  n = body_bytes(o, o->nr, o->nnum, body);
+  assert_int_equal(n, sizeof tree);
+  assert_memory_equal(body, tree, n);
+  assert_int_equal(decode_body(&d, tree, sizeof tree), 0);
+  assert_int_equal(d.n, 3);
+  expect_zone(&d.recs[0], 0, 1, 1, 1001 + m, 5);
+  expect_zone(&d.recs[1], 0, 1, 0, 1001, m + 8);
+  expect_zone(&d.recs[2], 0, 1, 0, 1018 + m, 1);
+  pt_decoded_free(&d);
   free(o);
 }
 
@@ -717,17 +762,20 @@ static void test_number_stream_end(void** state) {
   b_u8(o, 0x80), n_gap(o, 1), n_fresh(o, 2), expect_body(o, 0, 1, "one leaf");
   b_u8(o, 0x80), n_gap(o, 1), n_fresh(o, 2), n_gap(o, 7);
   expect_body(o, TMK_ECORRUPT, 1, "a number left over");
-  b_u8(o, 0x80), n_gap(o, 1), n_fresh(o, 2), n_gap(o, 0);
-  expect_body(o, TMK_ECORRUPT, 1, "a zero left over (12 zero bits)");
+  /* gap 200 warms the gap context to 16 * 8 = 128 (k = 7), so a zero costs 8 zero bits */
+  b_u8(o, 0x80), n_gap(o, 200), n_fresh(o, 2), n_gap(o, 0);
+  expect_body(o, TMK_ECORRUPT, 1, "a zero left over (8 zero bits)");
   frame(o), n_gap(o, 7), expect_body(o, TMK_ECORRUPT, 1, "numbers but no zones");
-  b_u8(o, 0x80), n_gap(o, 1), expect_body(o, TMK_ETRUNC, 0, "a leaf without its duration");
+  /* gap 8 (cold: escape, 6 + 6 + 4 bits) fills two bytes, so no padding bit can pose as a code */
+  b_u8(o, 0x80), n_gap(o, 8), expect_body(o, TMK_ETRUNC, 0, "a leaf without its duration");
   b_u8(o, 0x20), expect_body(o, TMK_ENEST, 0, "close with nothing open, no numbers");
   b_u8(o, 0x40), b_u8(o, 0x20), expect_body(o, TMK_ETRUNC, 0, "an open without its gap");
 
-  /* One leaf whose gap takes 6 bits (g < 32), 7..11 (q 1..5) or 12 + bitlen (escape), so the
-   * padding in the stream's first byte takes every length 0..7. */
+  /* One leaf whose gap (cold: k = 0) takes g + 1 bits (g < 6) or 12 + bitlen (escape), and its
+   * duration 3 (fresh, cold) 4 bits, so the padding in the stream's first byte takes every length
+   * 0..7. */
   for (j = 0; j < 64 + 6; j++) {
-    uint64_t g = j < 64 ? (uint64_t)1 << j : (uint64_t)(j - 64) << 5;
+    uint64_t g = j < 64 ? (uint64_t)1 << j : (uint64_t)(j - 64);
     unsigned pad;
     size_t k;
     b_reset(o);
@@ -776,8 +824,8 @@ static void test_number_stream_end(void** state) {
   assert_int_equal(pads, 0xFF);
 
   /* escapes of 64-bit numbers decode exactly: gap 2^64 - 1 (start 999), code 2^64 - 1 (fresh:
-   * duration unzigzag = 2^63), then the same site again, code 2^64 - 2 (duration context:
-   * 2^63 + 2^63 - 1) */
+   * the duration itself), then the same site again at 998, code 2^64 - 2 (duration context, cold
+   * so escaped: 2^64 - 1 + unzigzag = 2^64 - 1 + 2^63 - 1 = 2^63 - 2 modulo 2^64) */
   b_reset(o);
   b_u8(o, 0x80), n_put(o, CX_GAP, ~(uint64_t)0), n_put(o, CX_FRESH, ~(uint64_t)0);
   b_u8(o, 0x80), n_put(o, CX_GAP, 0), n_put(o, CX_DUR, ~(uint64_t)1);
@@ -786,8 +834,8 @@ static void test_number_stream_end(void** state) {
   n = body_bytes(o, o->nr, o->nnum, body);
   assert_int_equal(decode_body(&d, body, n), 0);
   assert_int_equal(d.n, 2);
-  expect_zone(&d.recs[0], 0, 1, 0, 999, (uint64_t)1 << 63);
-  expect_zone(&d.recs[1], 0, 1, 0, 999 + ((uint64_t)1 << 63), ~(uint64_t)0);
+  expect_zone(&d.recs[0], 0, 1, 0, 999, ~(uint64_t)0);
+  expect_zone(&d.recs[1], 0, 1, 0, 998, ((uint64_t)1 << 63) - 2);
   pt_decoded_free(&d);
   /* an escape whose value runs past the front: gap 2^64 - 1 with its last value bit missing */
   b_reset(o);
@@ -828,35 +876,60 @@ static uint64_t sweep_value(uint64_t* rng, size_t phase) {
   return (pt_rand(rng) >> (64 - bl)) | ((uint64_t)1 << (bl - 1));
 }
 
+/* The predictor (§5.3) as the test models it: two tables of 32 slots, empty at the start of
+ * every packet (THREAD does not reset them). */
+typedef struct pmodel {
+  uint64_t val[2][TMK_PROTO_PREDICT_SLOTS];
+  uint32_t site[2][TMK_PROTO_PREDICT_SLOTS];
+  int used[2][TMK_PROTO_PREDICT_SLOTS];
+} pmodel;
+
+/* The context of the next number of `site` in table t (0 leaf durations, 1 parent tails). */
+static int pm_ctx(const pmodel* m, int t, uint32_t site) {
+  unsigned slot = site % TMK_PROTO_PREDICT_SLOTS;
+  int hit = m->used[t][slot] && m->site[t][slot] == site;
+  return t ? (hit ? CX_CLOSE : CX_CFRESH) : (hit ? CX_DUR : CX_FRESH);
+}
+
+/* The value that `code` in context cx stands for: the prediction plus the unzigzagged difference,
+ * or the code itself when fresh. The slot then holds the site and the value. */
+static uint64_t pm_value(pmodel* m, int t, uint32_t site, int cx, uint64_t code) {
+  unsigned slot = site % TMK_PROTO_PREDICT_SLOTS;
+  uint64_t v = cx == CX_DUR || cx == CX_CLOSE ? m->val[t][slot] + unzz(code) : code;
+  m->used[t][slot] = 1, m->site[t][slot] = site, m->val[t][slot] = v;
+  return v;
+}
+
 /* Random zone trees (OPEN / CLOSE / LEAF, short and long tags, THREAD and AT between trees) whose
  * numbers sweep the whole range, coded by the test with each number's context taken from its own
- * model of the predictor (§5.3: per packet; THREAD does not reset it). Every zone must come out
- * exactly as the model says. */
+ * model of the predictor (§5.3: leaf durations in table 0, CLOSE tails in table 1 keyed by the
+ * popped zone's site; per packet; THREAD does not reset it). Each context's phase carries on from
+ * one packet to the next while its state starts cold, so the cold starts meet numbers of every
+ * size. Every zone must come out exactly as the model says. */
 static void test_number_coding_sweep(void** state) {
   buf* o = (buf*)calloc(1, sizeof *o);
   nstream* w = (nstream*)malloc(sizeof *w);
   zexp* z = (zexp*)malloc(2048 * sizeof *z);
   uint8_t* pkt = (uint8_t*)malloc(TMK_PROTO_MAX_PACKET);
-  uint64_t rng = 0x5EED5EEDull, kall[CX_COUNT] = {0, 0, 0, 0};
-  unsigned qall = 0;
-  size_t esc64 = 0;
+  pmodel* pm = (pmodel*)malloc(sizeof *pm);
+  uint64_t rng = 0x5EED5EEDull, kall[CX_COUNT] = {0, 0, 0, 0, 0};
+  unsigned qall = 0, coldall[CX_COUNT] = {0, 0, 0, 0, 0};
+  size_t esc64 = 0, warmed[CX_COUNT] = {0, 0, 0, 0, 0}, cnt[CX_COUNT] = {0, 0, 0, 0, 0};
   int c, packet;
   (void)state;
-  assert_true(o && w && z && pkt);
-  for (packet = 0; packet < 6; packet++) {
+  assert_true(o && w && z && pkt && pm);
+  for (packet = 0; packet < 12; packet++) {
     uint64_t base = pt_rand(&rng), cursor = base, ostart[TMK_PROTO_MAX_OPEN];
-    uint64_t pdur[TMK_PROTO_PREDICT_SLOTS];
-    uint32_t osite[TMK_PROTO_MAX_OPEN], psite[TMK_PROTO_PREDICT_SLOTS], thread = 0, root = 0;
-    int pused[TMK_PROTO_PREDICT_SLOTS];
-    size_t cnt[CX_COUNT] = {0, 0, 0, 0}, nz = 0, op, i, h, n;
+    uint32_t osite[TMK_PROTO_MAX_OPEN], thread = 0, root = 0;
+    size_t nz = 0, op, i, h, n;
     unsigned nopen = 0;
     pt_decoded d;
-    memset(pused, 0, sizeof pused);
+    memset(pm, 0, sizeof *pm);
     b_reset(o);
     for (op = 0; op < 1200 || nopen > 0; op++) {
       unsigned r = (unsigned)(pt_rand(&rng) % 16);
       if (op >= 1200) r = 2; /* close what is still open */
-      if (r < 2 && nopen < TMK_PROTO_MAX_OPEN) { /* OPEN */
+      if (r < 2 && nopen < TMK_PROTO_MAX_OPEN) { /* OPEN; sites 1, 33, 65 and 97 share a slot */
         uint32_t site = 1 + (uint32_t)(pt_rand(&rng) % 100);
         uint64_t gap = sweep_value(&rng, cnt[CX_GAP]++ / 40);
         if (site <= 64 && (r & 1)) {
@@ -867,13 +940,15 @@ static void test_number_coding_sweep(void** state) {
         n_gap(o, gap);
         osite[nopen] = site;
         ostart[nopen++] = cursor = cursor + gap;
-      } else if (r < 4 && nopen > 0) { /* CLOSE */
-        uint64_t gap = sweep_value(&rng, cnt[CX_CLOSE]++ / 40);
-        b_u8(o, 0x20), n_close(o, gap);
-        cursor += gap;
+      } else if (r < 4 && nopen > 0) { /* CLOSE: the tail, predicted from the popped site or not */
+        uint32_t site = osite[nopen - 1];
+        int cx = pm_ctx(pm, 1, site);
+        uint64_t code = sweep_value(&rng, cnt[cx]++ / 40), tail = pm_value(pm, 1, site, cx, code);
+        b_u8(o, 0x20), n_put(o, cx, code);
+        cursor += tail;
         nopen--;
         z[nz].start = ostart[nopen], z[nz].dur = cursor - ostart[nopen];
-        z[nz].site = osite[nopen], z[nz].depth = root + nopen, z[nz++].thread = thread;
+        z[nz].site = site, z[nz].depth = root + nopen, z[nz++].thread = thread;
       } else if (r == 4 && nopen == 0) { /* THREAD or AT between trees */
         if (pt_rand(&rng) & 1) {
           thread = (uint32_t)(pt_rand(&rng) % 4);
@@ -886,10 +961,10 @@ static void test_number_coding_sweep(void** state) {
           cursor += delta;
         }
       } else { /* LEAF; sites 1 and 33, 2 and 34 ... 16 and 48 share a predictor slot */
-        uint32_t site = 1 + (uint32_t)(pt_rand(&rng) % 48), slot = site % TMK_PROTO_PREDICT_SLOTS;
-        int hit = pused[slot] && psite[slot] == site, cx = hit ? CX_DUR : CX_FRESH;
+        uint32_t site = 1 + (uint32_t)(pt_rand(&rng) % 48);
+        int cx = pm_ctx(pm, 0, site);
         uint64_t gap = sweep_value(&rng, cnt[CX_GAP]++ / 40);
-        uint64_t code = sweep_value(&rng, cnt[cx]++ / 40);
+        uint64_t code = sweep_value(&rng, cnt[cx]++ / 40), dur = pm_value(pm, 0, site, cx, code);
         if (site <= 128 && (r & 1)) {
           b_u8(o, 0x7F + site);
         } else {
@@ -897,15 +972,19 @@ static void test_number_coding_sweep(void** state) {
         }
         n_gap(o, gap);
         n_put(o, cx, code);
-        z[nz].start = cursor + gap, z[nz].dur = (hit ? pdur[slot] : 0) + unzz(code);
+        z[nz].start = cursor + gap, z[nz].dur = dur;
         z[nz].site = site, z[nz].depth = root + nopen, z[nz].thread = thread;
         cursor = z[nz].start + z[nz].dur;
-        pused[slot] = 1, psite[slot] = site, pdur[slot] = z[nz++].dur;
+        nz++;
       }
       assert_true(nz < 2048 && o->nnum < MAX_NUMS - 4 && o->nr < sizeof o->r - 16);
     }
     num_stream(o, o->nnum, w);
-    for (c = 0; c < CX_COUNT; c++) kall[c] |= w->kseen[c];
+    for (c = 0; c < CX_COUNT; c++) {
+      kall[c] |= w->kseen[c];
+      coldall[c] |= w->cold[c];
+      warmed[c] += w->warmed[c];
+    }
     qall |= w->qseen;
     esc64 += w->esc64;
     h = pt_header(pkt, 0, TMK_PKT_DATA, 7, (uint64_t)packet, base, 0);
@@ -920,7 +999,9 @@ static void test_number_coding_sweep(void** state) {
     pt_decoded_free(&d);
   }
   /* what the sweep covered: every unary length and the escape, 64-bit escapes, and in every
-   * context the Rice parameters 0 and 63 and at least 56 of the 64 */
+   * context the Rice parameters 0 and 63 and at least 56 of the 64; in every context cold codes
+   * of zeros (which leave it cold), unary codes and escapes, and a cold state set by a non-zero
+   * number in most of the 12 packets */
   assert_int_equal(qall, 0x7F);
   assert_true(esc64 > 0);
   for (c = 0; c < CX_COUNT; c++) {
@@ -928,11 +1009,14 @@ static void test_number_coding_sweep(void** state) {
     for (k = 0; k < 64; k++) used += (unsigned)((kall[c] >> k) & 1);
     if (!(kall[c] & 1) || !(kall[c] >> 63) || used < 56)
       fail_msg("context %d: Rice parameters used %016llx", c, (unsigned long long)kall[c]);
+    if (!(coldall[c] & 1) || !(coldall[c] & 0x3E) || !(coldall[c] & 0x40) || warmed[c] < 8)
+      fail_msg("context %d: cold codes %02x, warmed %u times", c, coldall[c], (unsigned)warmed[c]);
   }
   free(o);
   free(w);
   free(z);
   free(pkt);
+  free(pm);
 }
 
 static void test_bad_nesting(void** state) {
@@ -940,24 +1024,26 @@ static void test_bad_nesting(void** state) {
   int k;
   (void)state;
   assert_non_null(o);
-  b_u8(o, 0x20), n_close(o, 0), expect_body(o, TMK_ENEST, 0, "close with nothing open");
+  b_u8(o, 0x20), n_cfresh(o, 0), expect_body(o, TMK_ENEST, 0, "close with nothing open");
   b_u8(o, 0x40), n_gap(o, 0), expect_body(o, TMK_ENEST, 0, "body ends with a zone open");
   b_u8(o, 0x40), n_gap(o, 0), b_u8(o, 0x80), n_gap(o, 0), n_fresh(o, 3);
   expect_body(o, TMK_ENEST, 1, "open zone after a leaf");
-  b_u8(o, 0x40), n_gap(o, 0), b_u8(o, 0x02), b_v(o, 1), b_u8(o, 0x20), n_close(o, 0);
+  b_u8(o, 0x40), n_gap(o, 0), b_u8(o, 0x02), b_v(o, 1), b_u8(o, 0x20), n_cfresh(o, 0);
   expect_body(o, TMK_ENEST, 0, "thread while open");
-  b_u8(o, 0x40), n_gap(o, 0), b_u8(o, 0x03), b_v(o, 0), b_s(o, 0), b_u8(o, 0x20), n_close(o, 0);
+  b_u8(o, 0x40), n_gap(o, 0), b_u8(o, 0x03), b_v(o, 0), b_s(o, 0), b_u8(o, 0x20), n_cfresh(o, 0);
   expect_body(o, TMK_ENEST, 0, "AT while open");
-  b_u8(o, 0x40), n_gap(o, 0), b_u8(o, 0x20), n_close(o, 0), b_u8(o, 0x20), n_close(o, 0);
+  b_u8(o, 0x40), n_gap(o, 0), b_u8(o, 0x20), n_cfresh(o, 0), b_u8(o, 0x20), n_cfresh(o, 0);
   expect_body(o, TMK_ENEST, 1, "one close too many");
   for (k = 0; k < TMK_PROTO_MAX_OPEN; k++) b_u8(o, 0x40 + (unsigned)(k % 64)), n_gap(o, 1);
-  for (k = 0; k < TMK_PROTO_MAX_OPEN; k++) b_u8(o, 0x20), n_close(o, 1);
+  /* the closes pop sites 32 .. 1, each alone in its slot of table 1: all close-fresh */
+  for (k = 0; k < TMK_PROTO_MAX_OPEN; k++) b_u8(o, 0x20), n_cfresh(o, 1);
   expect_body(o, 0, TMK_PROTO_MAX_OPEN, "32 open");
   for (k = 0; k < TMK_PROTO_MAX_OPEN + 1; k++) b_u8(o, 0x40), n_gap(o, 1);
-  for (k = 0; k < TMK_PROTO_MAX_OPEN + 1; k++) b_u8(o, 0x20), n_close(o, 1);
+  b_u8(o, 0x20), n_cfresh(o, 1); /* site 1 every time: then predicted, tail 1 again */
+  for (k = 1; k < TMK_PROTO_MAX_OPEN + 1; k++) b_u8(o, 0x20), n_close(o, 0);
   expect_body(o, TMK_ENEST, 0, "33 open");
   /* events are fine while a zone is open */
-  b_u8(o, 0x40), n_gap(o, 0), frame(o), b_u8(o, 0x20), n_close(o, 0);
+  b_u8(o, 0x40), n_gap(o, 0), frame(o), b_u8(o, 0x20), n_cfresh(o, 0);
   expect_body(o, 0, 2, "event inside an open zone");
   free(o);
 }
@@ -1095,11 +1181,20 @@ static void test_lz4_prefixes(void** state) {
 }
 
 /* The predictor's slots start empty (§5.3): the first leaf of site 0 in a packet is coded in the
- * fresh context even though slot 0 has never been written. Bytes worked out by hand from §5.0:
- * LEAF site 1 (gap 0, fresh 2^40), then LEAF 21 00 (gap 0, fresh 50). */
+ * fresh context even though slot 0 of table 0 has never been written (an empty slot is not "site
+ * 0, duration 0"). Bytes worked out by hand from §5.0, records 80 21 00 (A = 3):
+ *   LEAF site 1, gap 0:   gap, cold (k = 0): 0; a zero leaves the state 0
+ *     duration 2^40:      fresh, cold (k = 0), 2^40 >> 0 >= 6: escape 111111, n - 1 = 40 as
+ *                         000101, then 41 bits: 40 zeros and a one; fresh state 16 * 41 = 656
+ *   LEAF site 0, gap 0:   gap, still cold: 0
+ *     duration 50:        fresh, L = (656 + 12) >> 4 = 41, k = 40: q = 0, so 0, then the 40 low
+ *                         bits of 50 (0100110 and 33 zeros)
+ * 1 + 53 + 1 + 41 = 96 bits, no padding; from bit 0 the bytes are 7E 14 00 00 00 00 20 32 00 00
+ * 00 00, stored backwards (N = 12). Had site 0 been taken as predicted (duration context, cold,
+ * k = 0), the zero at bit 55 would read as duration 0 and 40 bits would be left over. */
 static void test_site_zero_is_fresh(void** state) {
-  static const uint8_t body[] = {0x03, 0x0A, 0x80, 0x21, 0x00, 0x03, 0x20,
-                                 0x08, 0x00, 0x00, 0x00, 0x00, 0x02, 0x9F, 0xC0};
+  static const uint8_t body[] = {0x03, 0x0C, 0x80, 0x21, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                 0x32, 0x20, 0x00, 0x00, 0x00, 0x00, 0x14, 0x7E};
   static const tmk_proto_zone z[2] = {{5000, 1ull << 40, 1, 0}, {5000 + (1ull << 40), 50, 0, 0}};
   uint8_t pkt[128];
   size_t n = pt_header(pkt, 0, TMK_PKT_DATA, 1, 0, 5000, 0);
