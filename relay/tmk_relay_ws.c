@@ -311,6 +311,7 @@ static void send_meta(client* c, int force) {
   tmk_relay_session_info info;
   if (tmk_relay_session(c->r, c->cur.session, &info) != 0) return;
   msg_room(c, c->last_t);
+  zones_close(c); /* the records below must not land inside an open REC_ZONES record */
   site_ctx sx = {c, &c->out};
   tmk_relay_query_sites(c->r, c->cur.session, site_cb, &sx);
   if (force || info.threads != c->threads_seen) {
