@@ -93,6 +93,8 @@ typedef struct sub {
   double history_s;   /* live sessions: seconds of history; recordings: everything */
   uint64_t window;    /* flow control: live data stops while more than this many bytes are
                          unacknowledged (0 = off, the browser never acks) */
+  int has_seq;        /* the browser numbered this subscription: echo it before its RESET */
+  uint64_t seq;
 } sub;
 
 typedef struct site_ent {
@@ -542,6 +544,13 @@ static void start_subscription(client* c, const sub* s) {
   c->teams_seen_hash = 0;
   c->origin_set = 0;
   c->last_t = 0;
+  if (s->has_seq) {
+    /* Subscriptions that arrive while one is being sent are coalesced, and the RESET names only
+     * the session: this tells the browser which of its subscriptions the following data is for. */
+    char m[96];
+    snprintf(m, sizeof m, "{\"type\":\"subscribed\",\"seq\":%llu}", (unsigned long long)s->seq);
+    send_text(c, m);
+  }
   tmk_relay_session_info info;
   if (tmk_relay_session(c->r, s->session, &info) != 0) {
     char m[256];
@@ -751,6 +760,11 @@ static int parse_sub(const char* js, size_t n, sub* s, char* err, size_t errcap)
   if ((r = json_num(js, n, "window", &v)) != 0) {
     if (r < 0 || v < 0 || v > 1e12 || v != (double)(uint64_t)v) { snprintf(err, errcap, "window must be a byte count"); return -1; }
     s->window = (uint64_t)v;
+  }
+  if ((r = json_num(js, n, "seq", &v)) != 0) {
+    if (r < 0 || v < 0 || v > 9007199254740991.0 || v != (double)(uint64_t)v) { snprintf(err, errcap, "seq must be a non-negative integer"); return -1; }
+    s->has_seq = 1;
+    s->seq = (uint64_t)v;
   }
   if ((r = json_num(js, n, "history_s", &v)) != 0) {
     if (r < 0 || v < 0 || v > 86400) { snprintf(err, errcap, "history_s must be 0..86400"); return -1; }

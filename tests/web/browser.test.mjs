@@ -131,6 +131,28 @@ test('unticking a thread leaves it out', async () => {
   await page.waitForFunction((s) => window.telemark.app.subscription > s && window.telemark.app.historyDone, sub1, { timeout: 15000 });
 });
 
+test('after quick filter changes the page shows the last one only', async () => {
+  // the relay may still be sending an earlier subscription's history when the next one is sent
+  await page.waitForFunction(() => document.querySelectorAll('#threads input').length >= 2, null, { timeout: 10000 });
+  const t = await state(() => Math.max(...[...window.telemark.app.threadsKnown.keys()]));
+  const sub0 = await state(() => window.telemark.app.subscription);
+  // each change is sent once the previous one's RESET is in, so its history is on the way
+  const nextReset = async (change) => {
+    await state(() => { window.__sd = window.telemark.sd; });
+    await change();
+    await page.waitForFunction(() => window.telemark.sd !== window.__sd, null, { timeout: 15000 });
+  };
+  await nextReset(() => page.uncheck(`#threads input[data-thread="${t}"]`));
+  await nextReset(() => page.check(`#threads input[data-thread="${t}"]`));
+  await page.uncheck(`#threads input[data-thread="${t}"]`);
+  await page.waitForFunction((s) => window.telemark.app.subscription === s + 3 && window.telemark.app.historyDone, sub0, { timeout: 15000 });
+  assert.equal(await state((x) => window.telemark.sd.countZones((s, th) => th === x), t), 0);
+  assert.ok(await state(() => window.telemark.sd.zoneCount) > 0, 'the other threads arrive');
+  const sub1 = await state(() => window.telemark.app.subscription);
+  await page.check(`#threads input[data-thread="${t}"]`);
+  await page.waitForFunction((s) => window.telemark.app.subscription > s && window.telemark.app.historyDone, sub1, { timeout: 15000 });
+});
+
 test('a lower severity level reduces what arrives', async () => {
   await settled();
   await sleep(1000);

@@ -67,8 +67,9 @@ describe('stream and serving (no token)', () => {
   test('subscribe: reset, history, then live zones with sites and threads', async () => {
     const c = openStream(relay);
     await c.opened;
-    c.send({ op: 'subscribe', session: session.id });
+    c.send({ op: 'subscribe', session: session.id, seq: 7 });
     await until(() => c.historyDone && c.sd && c.sd.zoneCount > 100, 10000, 'history');
+    assert.deepEqual(c.texts, [{ type: 'subscribed', seq: 7 }], 'a numbered subscription is echoed');
     const n0 = c.sd.zoneCount;
     await until(() => c.sd.zoneCount > n0, 10000, 'live zones');
     assert.equal(c.resets, 1);
@@ -122,7 +123,8 @@ describe('stream and serving (no token)', () => {
     await c.opened;
     const bad = ['not json', '{"op":"dance"}', '{"op":"subscribe"}', '{"op":"subscribe","session":"nope"}',
       `{"op":"subscribe","session":"${session.id}","level":9}`, `{"op":"subscribe","session":"${session.id}","mask":-1}`,
-      `{"op":"subscribe","session":"${session.id}","threads":"all"}`, 'x'.repeat(10000)];
+      `{"op":"subscribe","session":"${session.id}","threads":"all"}`, `{"op":"subscribe","session":"${session.id}","seq":-1}`,
+      'x'.repeat(10000)];
     for (const b of bad) c.send(b);
     await until(() => c.texts.length >= bad.length, 10000, 'error replies');
     assert.ok(c.texts.every((t) => t.type === 'error' && typeof t.error === 'string'), JSON.stringify(c.texts));

@@ -39,7 +39,8 @@ const app = {
   threadsOff: new Set(),   // thread ids unticked (the relay sends only the others)
   received: { zones: 0, messages: 0, frames: 0, plots: 0, bySeverity: [0, 0, 0, 0, 0, 0], batches: 0 },
   historyDone: false,
-  subscription: 0,
+  subscription: 0,     // number of the latest subscription sent (its "seq")
+  streamSeq: -1,       // the subscription the relay is sending for (its "subscribed" reply)
   lastGap: null,
   connected: false,
   lastStats: null,
@@ -59,11 +60,16 @@ const stream = new Stream(wsUrl, {
   onClose: () => { app.connected = false; setConn(); },
   onText: (m) => {
     if (m.type === 'error') showNotice('stream: ' + m.error);
+    else if (m.type === 'subscribed') app.streamSeq = m.seq;
   },
   onBinary: (buf) => {
+    // Until the relay says it is sending for the latest subscription, what arrives (RESET,
+    // history, HISTORY_DONE) belongs to an earlier one: decoded into a throwaway, not shown.
+    const current = app.streamSeq === app.subscription;
     let sum;
     try {
       sum = decodeMessage(buf, (sid, type, origin) => {
+        if (!current) return new SessionData(sid);
         if (type === MSG.RESET) {
           if (sid === app.current) { newSessionData(sid); app.sd.origin = origin; }
           return app.sd;
@@ -74,7 +80,7 @@ const stream = new Stream(wsUrl, {
       showNotice('stream decode error: ' + e.message);
       return;
     }
-    if (sum.session !== app.current || sum.type !== MSG.DATA) return;
+    if (!current || sum.session !== app.current || sum.type !== MSG.DATA) return;
     app.received.batches++;
     app.received.zones += sum.zones; app.received.frames += sum.frames;
     app.received.messages += sum.messages; app.received.plots += sum.plots;
@@ -103,7 +109,7 @@ function subscribe() {
   if (!app.current) return;
   app.subscription++;
   app.historyDone = false; // until this subscription's HISTORY_DONE
-  const sub = { session: app.current, level: app.level, mask: app.mask >>> 0, window: 8 << 20 };
+  const sub = { session: app.current, level: app.level, mask: app.mask >>> 0, window: 8 << 20, seq: app.subscription };
   if (app.threadsOff.size) sub.threads = [...app.threadsKnown.keys()].filter((t) => !app.threadsOff.has(t));
   stream.subscribe(sub);
 }
