@@ -21,27 +21,12 @@ function(tmk_subbuild name)
   set_tests_properties(${name} PROPERTIES LABELS sub)
 endfunction()
 
-if(TMK_CROSS_TESTS)
-  foreach(arch powerpc mipsel)
-    find_program(TMK_${arch}_GCC ${arch}-linux-gnu-gcc)
-    if(arch STREQUAL "powerpc")
-      set(q qemu-ppc)
-      set(short ppc)
-    else()
-      set(q qemu-mipsel)
-      set(short mipsel)
-    endif()
-    find_program(TMK_${arch}_QEMU ${q})
-    if(TMK_${arch}_GCC AND TMK_${arch}_QEMU)
-      tmk_subbuild(cross-${short} ARGS
-        -DCMAKE_TOOLCHAIN_FILE=${CMAKE_SOURCE_DIR}/cmake/toolchains/${arch}-linux-gnu.cmake
-        -DTMK_BUILD_RELAY=OFF -DTMK_WITH_LZ4=OFF)
-    else()
-      message(WARNING "telemark: ${arch}-linux-gnu-gcc or ${q} missing; cross tests skipped "
-                      "(scripts/deps.sh installs them)")
-    endif()
-  endforeach()
-endif()
+foreach(short ${TMK_CROSS_TARGETS}) # found by cmake/cross.cmake
+  set(arch ${TMK_CROSS_${short}_ARCH})
+  tmk_subbuild(cross-${short} ARGS
+    -DCMAKE_TOOLCHAIN_FILE=${CMAKE_SOURCE_DIR}/cmake/toolchains/${arch}-linux-gnu.cmake
+    -DTMK_BUILD_RELAY=OFF -DTMK_WITH_LZ4=OFF)
+endforeach()
 
 if(TMK_FUZZ)
   find_program(TMK_CLANG clang)
