@@ -189,20 +189,39 @@ static uint32_t mix(uint32_t x) {
   return x;
 }
 
+static void hash_put(uint32_t* tab, uint32_t cap, uint32_t id, uint32_t index1) {
+  uint32_t h = mix(id) & (cap - 1);
+  while (tab[h]) h = (h + 1) & (cap - 1);
+  tab[h] = index1;
+}
+
 static int hash_grow(tmk__store* st, uint32_t** tab, uint32_t* cap, uint32_t n,
                      uint32_t (*key_of)(const tmk__store*, uint32_t)) {
   uint32_t ncap = *cap ? *cap * 2 : 64;
   uint32_t* nt = calloc(ncap, sizeof *nt);
   if (!nt) return TMK_ENOMEM;
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t h = mix(key_of(st, i)) & (ncap - 1);
-    while (nt[h]) h = (h + 1) & (ncap - 1);
-    nt[h] = i + 1;
-  }
+  for (uint32_t i = 0; i < n; i++) hash_put(nt, ncap, key_of(st, i), i + 1);
   st->mem += (size_t)(ncap - *cap) * sizeof *nt;
   free(*tab);
   *tab = nt;
   *cap = ncap;
+  return 0;
+}
+
+/* Makes room for entry n of an array indexed by a hash table (threads, sites): grows the array
+ * (doubling from `first`) and the table (kept at most half full). Returns 0 or TMK_ENOMEM. */
+static int table_room(tmk__store* st, void** arr, uint32_t* arr_cap, size_t elem, uint32_t first,
+                      uint32_t n, uint32_t** tab, uint32_t* tab_cap,
+                      uint32_t (*key_of)(const tmk__store*, uint32_t)) {
+  if (n == *arr_cap) {
+    uint32_t ncap = *arr_cap ? *arr_cap * 2 : first;
+    void* na = realloc(*arr, ncap * elem);
+    if (!na) return TMK_ENOMEM;
+    st->mem += (size_t)(ncap - *arr_cap) * elem;
+    *arr = na;
+    *arr_cap = ncap;
+  }
+  if ((n + 1) * 2 > *tab_cap) return hash_grow(st, tab, tab_cap, n, key_of);
   return 0;
 }
 
@@ -228,24 +247,14 @@ static thread* get_thread(tmk__store* st, uint32_t id) {
     st->last_thread = (uint32_t)(t - st->threads);
     return t;
   }
-  if (st->nthreads >= MAX_THREADS) return NULL;
-  if (st->nthreads == st->threads_cap) {
-    uint32_t ncap = st->threads_cap ? st->threads_cap * 2 : 8;
-    thread* nt = realloc(st->threads, ncap * sizeof *nt);
-    if (!nt) return NULL;
-    st->mem += (size_t)(ncap - st->threads_cap) * sizeof *nt;
-    st->threads = nt;
-    st->threads_cap = ncap;
-  }
-  if ((st->nthreads + 1) * 2 > st->thread_hash_cap &&
-      hash_grow(st, &st->thread_hash, &st->thread_hash_cap, st->nthreads, thread_key))
+  if (st->nthreads >= MAX_THREADS ||
+      table_room(st, (void**)&st->threads, &st->threads_cap, sizeof *t, 8, st->nthreads,
+                 &st->thread_hash, &st->thread_hash_cap, thread_key))
     return NULL;
   t = &st->threads[st->nthreads];
   memset(t, 0, sizeof *t);
   t->id = id;
-  uint32_t h = mix(id) & (st->thread_hash_cap - 1);
-  while (st->thread_hash[h]) h = (h + 1) & (st->thread_hash_cap - 1);
-  st->thread_hash[h] = ++st->nthreads;
+  hash_put(st->thread_hash, st->thread_hash_cap, id, ++st->nthreads);
   st->last_thread = st->nthreads - 1;
   return t;
 }
@@ -265,24 +274,14 @@ static site* find_site(const tmk__store* st, uint32_t id) {
 static site* get_site(tmk__store* st, uint32_t id) {
   site* s = find_site(st, id);
   if (s) return s;
-  if (st->nsites >= MAX_SITES) return NULL;
-  if (st->nsites == st->sites_cap) {
-    uint32_t ncap = st->sites_cap ? st->sites_cap * 2 : 64;
-    site* ns = realloc(st->sites, ncap * sizeof *ns);
-    if (!ns) return NULL;
-    st->mem += (size_t)(ncap - st->sites_cap) * sizeof *ns;
-    st->sites = ns;
-    st->sites_cap = ncap;
-  }
-  if ((st->nsites + 1) * 2 > st->site_hash_cap &&
-      hash_grow(st, &st->site_hash, &st->site_hash_cap, st->nsites, site_key))
+  if (st->nsites >= MAX_SITES ||
+      table_room(st, (void**)&st->sites, &st->sites_cap, sizeof *s, 64, st->nsites,
+                 &st->site_hash, &st->site_hash_cap, site_key))
     return NULL;
   s = &st->sites[st->nsites];
   memset(s, 0, sizeof *s);
   s->id = id;
-  uint32_t h = mix(id) & (st->site_hash_cap - 1);
-  while (st->site_hash[h]) h = (h + 1) & (st->site_hash_cap - 1);
-  st->site_hash[h] = ++st->nsites;
+  hash_put(st->site_hash, st->site_hash_cap, id, ++st->nsites);
   st->unresolved++;
   return s;
 }
