@@ -19,8 +19,10 @@ build: configure
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
-run: build
-	@bash scripts/run.sh $(BUILD)
+# Builds only the relay and the demo, in a tree of its own, so it never waits for the test build.
+run:
+	@bash scripts/deps.sh run
+	@bash scripts/run.sh $(BUILD)/run
 
 bench: build
 	@for b in $(BUILD)/bin/tmk-bench-*; do echo "== $$b"; $$b || exit 1; done
