@@ -58,8 +58,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "telemark: installing ${#missing[@]} Debian package(s): ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/telemark-apt.log 2>&1; then
+  if ! apt-get update -qq >/tmp/telemark-apt.log 2>&1; then
+    tail -20 /tmp/telemark-apt.log >&2
+    echo "deps.sh: apt-get update failed (full log: /tmp/telemark-apt.log)" >&2
+    exit 1
+  fi
+  if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/telemark-apt.log 2>&1; then
     tail -20 /tmp/telemark-apt.log >&2
     echo "deps.sh: apt-get install failed (full log: /tmp/telemark-apt.log)" >&2
     exit 1
