@@ -85,6 +85,8 @@ static tmk__thread* attach_thread(void) {
     if (!tmk_port_cas32(&t->state, &expected, (uint32_t)TMK__SLOT_CLAIMING)) continue;
     t->depth = 0;
     t->nmarkers = 0;
+    t->held = 0;
+    t->cut = TMK__NO_CUT;
     tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_ACTIVE);
     tls_thread = t;
     tls_gen = gen;
@@ -115,14 +117,19 @@ static inline void count_drop(tmk__thread* t, int reason) {
  * Ring: single producer (the owning thread), single consumer (the flusher)
  * ========================================================================================== */
 
+/* Room for `words` more at t->head, besides the words held for open zones. The sum never
+ * wraps: used <= cap, held <= cap and words is small. */
+static inline int ring_fits(const tmk__thread* t, uint32_t words) {
+  return t->head - t->cached_tail + t->held + words <= tmk__g.ring_words;
+}
+
 /* Waits for room in wait mode. Returns 1 when `words` fit, 0 when the record must be dropped. */
 static int ring_wait(tmk__thread* t, uint32_t words) {
-  uint32_t cap = tmk__g.ring_words;
   int ok = 0;
   tmk_port_add32(&tmk__g.waiters, 1u);
   for (;;) {
     t->cached_tail = tmk_port_load32_acquire(&t->tail);
-    if (t->head - t->cached_tail <= cap - words) {
+    if (ring_fits(t, words)) {
       ok = 1;
       break;
     }
@@ -141,15 +148,29 @@ static int ring_wait(tmk__thread* t, uint32_t words) {
 /* Returns 1 with room for `words` at t->head, or 0 after counting a drop. */
 static inline int ring_reserve(tmk__thread* t, uint32_t words) {
   uint32_t cap = tmk__g.ring_words;
-  if (TMK__LIKELY(t->head - t->cached_tail <= cap - words)) return 1;
+  if (TMK__LIKELY(ring_fits(t, words))) return 1;
   t->cached_tail = tmk_port_load32_acquire(&t->tail);
-  if (t->head - t->cached_tail <= cap - words) return 1;
+  if (ring_fits(t, words)) return 1;
   if (words > cap) {
     count_drop(t, TMK_DROP_TOO_BIG);
     return 0;
   }
-  if (tmk__g.overflow == TMK_OVERFLOW_WAIT && ring_wait(t, words)) return 1;
+  /* Waiting is only useful when the room held for open zones leaves enough: they cannot
+   * close while this thread waits. */
+  if (tmk__g.overflow == TMK_OVERFLOW_WAIT && t->held + words <= cap && ring_wait(t, words))
+    return 1;
   count_drop(t, TMK_DROP_RING_FULL);
+  return 0;
+}
+
+/* Slow path of a zone's begin: t->held already counts the new zone's 4 words. Returns 1 when
+ * they fit, else gives them back and returns 0 (the zone and its subtree are dropped). */
+static int zone_room(tmk__thread* t) {
+  t->cached_tail = tmk_port_load32_acquire(&t->tail);
+  if (ring_fits(t, 0)) return 1;
+  if (tmk__g.overflow == TMK_OVERFLOW_WAIT && t->held <= tmk__g.ring_words && ring_wait(t, 0))
+    return 1;
+  t->held -= 4;
   return 0;
 }
 
@@ -194,10 +215,21 @@ static void push_event(tmk__thread* t, uint32_t type, uint32_t aux, tmk_site* si
  * ========================================================================================== */
 
 /* A thread without a slot (none free, agent stopped) gets a start time but no depth; its
- * tmk__zone_end finds no slot either, so the pair stays balanced and records nothing. */
+ * tmk__zone_end finds no slot either, so the pair stays balanced and records nothing.
+ *
+ * Whole subtrees: a zone takes its ring room when it begins (t->held), so a zone whose begin
+ * found room is always recorded at its end, after its children. A zone that finds no room is
+ * dropped with everything nested in it (t->cut), so the relay never gets a child without its
+ * parent, only parents without some of their children. */
 uint64_t tmk__zone_begin(void) {
   tmk__thread* t = cur_thread();
-  if (TMK__LIKELY(t != NULL)) t->depth++;
+  if (TMK__LIKELY(t != NULL)) {
+    uint32_t depth = t->depth++;
+    if (TMK__LIKELY(depth < t->cut)) {
+      t->held += 4;
+      if (TMK__UNLIKELY(!ring_fits(t, 0)) && !zone_room(t)) t->cut = depth;
+    }
+  }
   return now_ticks();
 }
 
@@ -210,7 +242,12 @@ void tmk__zone_end(tmk_site* site, uint64_t start) {
     return;
   }
   t->depth--;
-  if (!ring_reserve(t, 4)) return;
+  if (TMK__UNLIKELY(t->depth >= t->cut)) { /* inside a dropped subtree */
+    if (t->depth == t->cut) t->cut = TMK__NO_CUT;
+    count_drop(t, TMK_DROP_RING_FULL);
+    return;
+  }
+  t->held -= 4; /* the room this zone took at its begin */
   ring_put(t, 0, entry_header(TMK__E_ZONE, 0, 0, t->depth));
   ring_put(t, 1, (uint64_t)(uintptr_t)site);
   ring_put(t, 2, start);

@@ -26,6 +26,12 @@ enum {
 #define TMK__E_WORDS(payload_bytes) (3u + ((uint32_t)(payload_bytes) + 7u) / 8u)
 #define TMK__MARKER_STACK 16
 #define TMK__NAME_MAX 31
+#define TMK__NO_CUT 0xFFFFFFFFu
+#if defined(__GNUC__) || defined(__clang__)
+#define TMK__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TMK__UNLIKELY(x) (x)
+#endif
 
 enum { TMK__SLOT_FREE = 0, TMK__SLOT_CLAIMING = 1, TMK__SLOT_ACTIVE = 2, TMK__SLOT_DEAD = 3 };
 
@@ -35,6 +41,8 @@ typedef struct tmk__thread {
   uint32_t cached_tail;
   uint32_t depth;
   uint32_t nmarkers;
+  uint32_t held; /* ring words promised to open zones: a zone takes its room when it begins */
+  uint32_t cut;  /* depth of the open zone whose subtree is being dropped, TMK__NO_CUT if none */
   uint32_t drops[TMK_DROP_REASON_COUNT]; /* cumulative; read by the flusher */
   tmk_site* markers[TMK__MARKER_STACK];  /* NULL entry: a BEGIN that was filtered out */
   uint8_t pad0[64];
