@@ -395,25 +395,36 @@ static uint8_t* carve(uint8_t** p, uint8_t* end, size_t n) {
   return r;
 }
 
+/* Ring fill at which the flusher drains before its interval is up: an eighth of a ring, at most
+ * 64 KB (two packets or so of zones), so a busy thread is drained while it records, in full
+ * packets. */
+static uint32_t early_words(void) {
+  uint32_t w = tmk__g.ring_words / 8u;
+  return w > 8192u ? 8192u : w;
+}
+
+/* The background flusher: drains on its interval, early when a ring passes early_words(), and
+ * back to back while cycles find work (a thread recording flat out is drained as fast as the
+ * flusher can encode); sleeps 1 ms only when there was nothing to do. */
 static void flusher_main(void* arg) {
   (void)arg;
   while (!tmk_port_load32_acquire(&tmk__g.stop)) {
-    int waiters = tmk_port_load32_relaxed(&tmk__g.waiters) != 0;
+    int waiters = tmk_port_load32_relaxed(&tmk__g.waiters) != 0, busy = 0;
     if (tmk__lock(0)) {
       uint64_t now = tmk__ms();
       int due = waiters || now - tmk__g.last_pump_ms >= tmk__g.flush_interval_ms;
-      uint32_t i;
-      for (i = 0; i < tmk__g.nthreads && !due; i++) { /* a ring over half full drains early */
+      uint32_t i, early = early_words();
+      for (i = 0; i < tmk__g.nthreads && !due; i++) {
         tmk__thread* t = tmk__slot(i);
-        due = tmk_port_load32_relaxed(&t->head) - t->tail > tmk__g.ring_words / 2;
+        due = tmk_port_load32_relaxed(&t->head) - t->tail > early;
       }
       if (due) {
         tmk__g.last_pump_ms = now;
-        tmk__flush_cycle(waiters);
+        busy = tmk__flush_cycle(waiters) > 0;
       }
       tmk__unlock();
     }
-    if (!waiters) tmk_port_sleep_us(1000);
+    if (!waiters && !busy) tmk_port_sleep_us(1000);
   }
 }
 
@@ -488,7 +499,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
     for (;;) {
       size_t per = remaining / threads;
       ring_bytes = per > slot_bytes ? pow2_floor((uint32_t)(per - slot_bytes > (1u << 30) ? (1u << 30) : per - slot_bytes)) : 0;
-      if (ring_bytes > (256u << 10)) ring_bytes = 256u << 10;
+      if (ring_bytes > TMK__RING_AUTO_MAX) ring_bytes = TMK__RING_AUTO_MAX;
       if (ring_bytes >= 1024 || threads == 1 || d.max_threads) break;
       threads /= 2;
     }

@@ -27,6 +27,9 @@ enum {
 #define TMK__MARKER_STACK 16
 #define TMK__NAME_MAX 31
 #define TMK__NO_CUT 0xFFFFFFFFu
+/* Largest ring the arena is split into when desc.ring_bytes is 0: 10 ms of one thread recording
+ * zones flat out (~20 ns and 32 bytes each) is 16 MB. */
+#define TMK__RING_AUTO_MAX (16u << 20)
 #if defined(__GNUC__) || defined(__clang__)
 #define TMK__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
