@@ -87,6 +87,7 @@ static tmk__thread* attach_thread(void) {
     t->nmarkers = 0;
     t->held = 0;
     t->cut = TMK__NO_CUT;
+    t->wake_mark = t->head + tmk__g.ring_words / 2u;
     tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_ACTIVE);
     tls_thread = t;
     tls_gen = gen;
@@ -190,8 +191,22 @@ static void ring_put_bytes(tmk__thread* t, uint32_t at, const void* data, size_t
   }
 }
 
+/* Wakes a sleeping flusher; called once per half ring written. A wake-up lost to the race
+ * with the flusher falling asleep costs at most its 1 ms poll. */
+static void wake_flusher(tmk__thread* t) {
+  t->wake_mark = t->head + tmk__g.ring_words / 2u;
+#if TMK_PORT_HAS_WAKE
+  if (tmk_port_load32_relaxed(&tmk__g.flusher_asleep)) {
+    uint32_t one = 1u;
+    if (tmk_port_cas32(&tmk__g.flusher_asleep, &one, 0u)) tmk_port_wake_signal(&tmk__g.wake);
+  }
+#endif
+}
+
 static inline void ring_commit(tmk__thread* t, uint32_t words) {
-  tmk_port_store32_release(&t->head, t->head + words);
+  uint32_t head = t->head + words;
+  tmk_port_store32_release(&t->head, head);
+  if (TMK__UNLIKELY((int32_t)(head - t->wake_mark) >= 0)) wake_flusher(t);
 }
 
 static inline uint64_t entry_header(uint32_t type, uint32_t aux, uint32_t bytes, uint32_t depth) {
@@ -403,6 +418,30 @@ static uint32_t early_words(void) {
   return w > 8192u ? 8192u : w;
 }
 
+/* Returns 1 when some ring holds more than `words` (read without the lock: a hint). */
+static int rings_over(uint32_t words) {
+  uint32_t i;
+  for (i = 0; i < tmk__g.nthreads; i++) {
+    tmk__thread* t = tmk__slot(i);
+    if (tmk_port_load32_relaxed(&t->head) - tmk_port_load32_relaxed(&t->tail) > words) return 1;
+  }
+  return 0;
+}
+
+/* Waits up to 1 ms, or until a recording thread passes its wake mark (tmk_port.h wake-ups). */
+static void flusher_sleep(uint32_t early) {
+#if TMK_PORT_HAS_WAKE
+  if (tmk__g.has_wake) {
+    tmk_port_store32_release(&tmk__g.flusher_asleep, 1u);
+    if (!rings_over(early)) tmk_port_wake_wait(&tmk__g.wake, 1000u);
+    tmk_port_store32_release(&tmk__g.flusher_asleep, 0u);
+    return;
+  }
+#endif
+  (void)early;
+  tmk_port_sleep_us(1000);
+}
+
 /* The background flusher: drains on its interval, early when a ring passes early_words(), and
  * back to back while cycles find work (a thread recording flat out is drained as fast as the
  * flusher can encode); sleeps 1 ms only when there was nothing to do. */
@@ -410,21 +449,18 @@ static void flusher_main(void* arg) {
   (void)arg;
   while (!tmk_port_load32_acquire(&tmk__g.stop)) {
     int waiters = tmk_port_load32_relaxed(&tmk__g.waiters) != 0, busy = 0;
+    uint32_t early = early_words();
     if (tmk__lock(0)) {
       uint64_t now = tmk__ms();
-      int due = waiters || now - tmk__g.last_pump_ms >= tmk__g.flush_interval_ms;
-      uint32_t i, early = early_words();
-      for (i = 0; i < tmk__g.nthreads && !due; i++) {
-        tmk__thread* t = tmk__slot(i);
-        due = tmk_port_load32_relaxed(&t->head) - t->tail > early;
-      }
+      int due = waiters || now - tmk__g.last_pump_ms >= tmk__g.flush_interval_ms ||
+                rings_over(early);
       if (due) {
         tmk__g.last_pump_ms = now;
         busy = tmk__flush_cycle(waiters) > 0;
       }
       tmk__unlock();
     }
-    if (!waiters && !busy) tmk_port_sleep_us(1000);
+    if (!waiters && !busy) flusher_sleep(early);
   }
 }
 
@@ -561,6 +597,9 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
 
   tmk__g.has_flusher_thread = 0;
   if (!d.manual_pump && TMK_PORT_HAS_THREADS) {
+#if TMK_PORT_HAS_WAKE
+    tmk__g.has_wake = tmk_port_wake_open(&tmk__g.wake) == 0;
+#endif
     tmk__g.has_flusher_thread = 1;
     if (tmk_port_thread_start(&tmk__g.flusher, flusher_main, NULL) != 0) {
       tmk__g.has_flusher_thread = 0;
@@ -580,6 +619,12 @@ int tmk_agent_shutdown(void) {
     tmk_port_thread_join(&tmk__g.flusher);
     tmk__g.has_flusher_thread = 0;
   }
+#if TMK_PORT_HAS_WAKE
+  if (tmk__g.has_wake) {
+    tmk__g.has_wake = 0;
+    tmk_port_wake_close(&tmk__g.wake);
+  }
+#endif
   tmk__lock(1);
   tmk__flush_cycle(1);
   tmk__send_bye();

@@ -46,6 +46,7 @@ typedef struct tmk__thread {
   uint32_t nmarkers;
   uint32_t held; /* ring words promised to open zones: a zone takes its room when it begins */
   uint32_t cut;  /* depth of the open zone whose subtree is being dropped, TMK__NO_CUT if none */
+  uint32_t wake_mark; /* head at which to wake the flusher next: every half ring written */
   uint32_t drops[TMK_DROP_REASON_COUNT]; /* cumulative; read by the flusher */
   tmk_site* markers[TMK__MARKER_STACK];  /* NULL entry: a BEGIN that was filtered out */
   uint8_t pad0[64];
@@ -81,6 +82,11 @@ typedef struct tmk__agent {
                            cache line */
   uint8_t pad0[64];
   uint32_t waiters; /* producers blocked in wait mode */
+  uint32_t flusher_asleep; /* 1 while the flusher waits for a wake-up; cleared by who wakes it */
+  uint32_t has_wake;       /* the port's wake-up is open (tmk_port.h, TMK_PORT_HAS_WAKE) */
+#if TMK_PORT_HAS_WAKE
+  tmk_port_wake wake;
+#endif
   uint32_t no_thread_drops;
 
   /* flusher side */

@@ -40,6 +40,28 @@ void tmk_port_sleep_us(uint32_t us);
 /* Returns 64 random bits (session ids); good enough, not cryptographic. */
 uint64_t tmk_port_random64(void);
 
+/* ---- Wake-ups (optional: a port sets TMK_PORT_HAS_WAKE 1 and defines tmk_port_wake) ------
+ * Lets a recording thread wake the flusher as soon as its ring passes a fill mark, instead of
+ * the flusher finding out at its next 1 ms poll. The agent signals at most once per half ring
+ * written, and only while the flusher is asleep, so tmk_port_wake_signal() may make a system
+ * call; it must never block or lock. A signal sent before the wait makes the wait return at
+ * once (a semaphore, a self-pipe, an auto-reset event). Without the group the flusher polls. */
+#ifndef TMK_PORT_HAS_WAKE
+#define TMK_PORT_HAS_WAKE 0
+#endif
+#if TMK_PORT_HAS_WAKE
+/* Prepares *w. Returns 0, or TMK_ESTATE (the agent then polls). */
+int tmk_port_wake_open(tmk_port_wake* w);
+/* Wakes the thread in tmk_port_wake_wait(), or makes its next wait return at once. Callable
+ * from any thread; never blocks. */
+void tmk_port_wake_signal(tmk_port_wake* w);
+/* Waits up to timeout_us for a signal and consumes it. Returns 1 when signalled, 0 when the
+ * time ran out. */
+int tmk_port_wake_wait(tmk_port_wake* w, uint32_t timeout_us);
+/* Releases what tmk_port_wake_open() took. */
+void tmk_port_wake_close(tmk_port_wake* w);
+#endif
+
 /* ---- Sockets (all non-blocking) ----------------------------------------------------------- */
 /* Opens a UDP socket connected to host:port. Returns 0 or TMK_ESOCKET / TMK_ENOTFOUND. */
 int tmk_port_udp_open(tmk_port_sock* s, const char* host, uint16_t port);

@@ -25,6 +25,12 @@ typedef struct tmk_port_thread {
   void (*fn)(void*);
   void* arg;
 } tmk_port_thread;
+/* Wake-ups through a self-pipe: portable across POSIX systems, and a write only happens when
+ * the flusher sleeps (at most once per half ring). */
+#define TMK_PORT_HAS_WAKE 1
+typedef struct tmk_port_wake {
+  int rd, wr;
+} tmk_port_wake;
 #endif
 
 typedef struct tmk_port_sock {
