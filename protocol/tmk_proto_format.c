@@ -1,5 +1,5 @@
 /* tmk_proto_format.c — text forms of decoded records and names of protocol enums, for golden
- * vectors, dump tools and logs. Kept apart from tmk_proto.c so agents that never print do not
+ * vectors, dump tools and logs. Kept apart from the reader and writer so agents that never print do not
  * link stdio. */
 #include <inttypes.h>
 #include <stdio.h>
