@@ -15,12 +15,16 @@
 #define TMK__LZ4 0
 #endif
 
-/* Forced inlining for the per-zone paths of reader and writer; everything else in the private
- * headers is plain static inline. */
+/* Forced inlining for the per-zone paths of reader and writer; small helpers in the private
+ * headers are plain static inline. TMK__RARE marks a helper off the common path whose inlining
+ * is left to the compiler (an inline hint there makes the decoder's hot loop slower); `unused`
+ * because a header function need not be used by every file that includes it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define TMK__HOT static inline __attribute__((always_inline))
+#define TMK__RARE static __attribute__((unused))
 #else
 #define TMK__HOT static inline
+#define TMK__RARE static
 #endif
 
 /* ---- Record tags (§5, table) -------------------------------------------------------------- */

@@ -112,8 +112,8 @@ TMK__HOT void tmk__in_refill(tmk__in* in) {
   }
 }
 
-/* Takes n <= 32 bits from the number stream. */
-static inline uint64_t tmk__in_bits(tmk__in* in, unsigned n) {
+/* Takes n <= 32 bits from the number stream (long codes and escapes only). */
+TMK__RARE uint64_t tmk__in_bits(tmk__in* in, unsigned n) {
   uint64_t v;
   if (n == 0) return 0;
   tmk__in_refill(in);
