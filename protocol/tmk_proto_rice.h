@@ -1,7 +1,6 @@
-/* tmk_proto_rice.h — the number stream (§5.0) in one place: the adaptive Rice code's state
- * rule, its decoder (reader side) and its encoder (writer side) side by side so that they stay
- * mirror images, and the leaf/tail predictor (§5.3) that picks a number's context. Private.
- * Everything is static inline: both halves sit on per-zone hot paths and must inline there. */
+/* tmk_proto_rice.h — the number stream (§5.0) in one place: the adaptive Rice code's decoder and
+ * encoder side by side so they stay mirror images, and the predictor (§5.3) that picks a number's
+ * context. Private, and all static (inline where hot): both halves sit on per-zone paths. */
 #ifndef TMK_PROTO_RICE_H
 #define TMK_PROTO_RICE_H
 
