@@ -18,20 +18,20 @@
 enum { TMK_LOG_ERROR = 0, TMK_LOG_WARN = 1, TMK_LOG_INFO = 2, TMK_LOG_DEBUG = 3 };
 
 /* Sets the level (messages above it are dropped) and the stream (stderr by default). */
-void tmk__log_setup(int level, FILE* out);
-int tmk__log_level(void);
+void tmk_relay__log_setup(int level, FILE* out);
+int tmk_relay__log_level(void);
 /* Parses "error", "warn", "info", "debug". Returns the level or -1. */
-int tmk__log_parse_level(const char* s);
+int tmk_relay__log_parse_level(const char* s);
 #if defined(__GNUC__)
 #define TMK__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define TMK__PRINTF(a, b)
 #endif
-void tmk__log(int level, const char* fmt, ...) TMK__PRINTF(2, 3);
+void tmk_relay__log(int level, const char* fmt, ...) TMK__PRINTF(2, 3);
 
 /* Rate-limited log for bad input: at most one line per `key` (a source address, a session) per
  * interval; the next line that gets through says how many were suppressed. Bounded table. */
-void tmk__log_limited(int level, const char* key, uint64_t now_ms, const char* fmt, ...)
+void tmk_relay__log_limited(int level, const char* key, uint64_t now_ms, const char* fmt, ...)
     TMK__PRINTF(4, 5);
 #define TMK__LOG_INTERVAL_MS 5000
 

@@ -177,7 +177,7 @@ void tmk__control_tick(tmk_relay* r, uint64_t now_ms);
 /* [loop] fails every queued command (shutdown). */
 void tmk__control_drain(tmk_relay* r);
 
-/* ---- relay_http.c ------------------------------------------------------------------------- */
+/* ---- relay_api.c ------------------------------------------------------------------------- */
 /* Starts civetweb on cfg.http_*; returns 0 or TMK_ESOCKET (message logged). */
 int tmk__http_start(tmk_relay* r);
 void tmk__http_stop(tmk_relay* r);

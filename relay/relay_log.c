@@ -14,14 +14,14 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static const char* const k_names[] = {"error", "warn", "info", "debug"};
 
-void tmk__log_setup(int level, FILE* out) {
+void tmk_relay__log_setup(int level, FILE* out) {
   g_level = level;
   g_out = out;
 }
 
-int tmk__log_level(void) { return g_level; }
+int tmk_relay__log_level(void) { return g_level; }
 
-int tmk__log_parse_level(const char* s) {
+int tmk_relay__log_parse_level(const char* s) {
   for (int i = 0; i < 4; i++)
     if (strcmp(s, k_names[i]) == 0) return i;
   if (strcmp(s, "warning") == 0) return TMK_LOG_WARN;
@@ -56,7 +56,7 @@ static void vlog(int level, const char* prefix, const char* fmt, va_list ap) {
   pthread_mutex_unlock(&g_mu);
 }
 
-void tmk__log(int level, const char* fmt, ...) {
+void tmk_relay__log(int level, const char* fmt, ...) {
   if (level > g_level) return;
   va_list ap;
   va_start(ap, fmt);
@@ -81,7 +81,7 @@ static uint32_t hash_str(const char* s) {
   return h;
 }
 
-void tmk__log_limited(int level, const char* key, uint64_t now_ms, const char* fmt, ...) {
+void tmk_relay__log_limited(int level, const char* key, uint64_t now_ms, const char* fmt, ...) {
   if (level > g_level) return;
   pthread_mutex_lock(&g_mu);
   uint32_t h = hash_str(key);

@@ -225,7 +225,7 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
         return bad_flag("--reorder-window '%s': expected e.g. 100ms, 256p or 100ms,256p "
                         "(1..60000 ms, 2..65536 packets)%s", v, "");
     } else if (strcmp(a, "--log-level") == 0) {
-      int l = tmk__log_parse_level(v);
+      int l = tmk_relay__log_parse_level(v);
       if (l < 0) return bad_flag("--log-level '%s': expected error, warn, info or debug%s", v, "");
       cfg->log_level = l;
     }
@@ -280,7 +280,7 @@ static void stats_line(tmk_relay* r, uint64_t now) {
   uint64_t d_rec = records - r->records_at_last_stats, d_lost = lost - r->lost_at_last_stats;
   uint64_t d_pk = packets - r->packets_at_last_stats;
   uint64_t garbage = atomic_load(&r->garbage);
-  tmk__log(TMK_LOG_INFO,
+  tmk_relay__log(TMK_LOG_INFO,
            "stats: %u sessions (%u live), %.0f records/s, %.0f packets/s, lost %llu of %llu "
            "packets (%.3f%%), %llu bad packets",
            r->nsessions, live, (double)d_rec / secs, (double)d_pk / secs,
@@ -313,7 +313,7 @@ static void on_tick(uv_timer_t* t) {
 
 static void shutdown_relay(tmk_relay* r, const char* why) {
   if (r->stopping) return;
-  tmk__log(TMK_LOG_INFO, "%s: stopping (flushing recordings)", why);
+  tmk_relay__log(TMK_LOG_INFO, "%s: stopping (flushing recordings)", why);
   tmk__ingest_stop(r);
   tmk__control_drain(r);
   tmk__sessions_shutdown(r);
@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
   int rc = parse_args(argc, argv, &cfg);
   if (rc < 0) return 0;
   if (rc > 0) return rc;
-  tmk__log_setup(cfg.log_level, stderr);
+  tmk_relay__log_setup(cfg.log_level, stderr);
   if ((rc = check_data_dir(cfg.data_dir)) != 0) return rc;
   signal(SIGPIPE, SIG_IGN);
   signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the write (EFBIG), it must not kill us */
@@ -411,11 +411,11 @@ int main(int argc, char** argv) {
   r->last_stats_ms = g_last_second = g_last_sync = uv_now(&loop);
 
   if (cfg.http_port >= 0)
-    tmk__log(TMK_LOG_INFO, "telemark-relay %s: listening on %s:%d (udp+tcp), http://%s:%d/, "
+    tmk_relay__log(TMK_LOG_INFO, "telemark-relay %s: listening on %s:%d (udp+tcp), http://%s:%d/, "
              "data in %s%s", TMK_RELAY_VERSION, cfg.listen_host, r->bound_port, cfg.http_host,
              r->http_port_bound, cfg.data_dir, cfg.record_all ? ", recording all sessions" : "");
   else
-    tmk__log(TMK_LOG_INFO, "telemark-relay %s: listening on %s:%d (udp+tcp), http off, data in "
+    tmk_relay__log(TMK_LOG_INFO, "telemark-relay %s: listening on %s:%d (udp+tcp), http off, data in "
              "%s%s", TMK_RELAY_VERSION, cfg.listen_host, r->bound_port, cfg.data_dir,
              cfg.record_all ? ", recording all sessions" : "");
 
@@ -435,7 +435,7 @@ int main(int argc, char** argv) {
 
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
-  tmk__log(TMK_LOG_INFO, "stopped");
+  tmk_relay__log(TMK_LOG_INFO, "stopped");
   tmk__relay_free(r);
   return 0;
 }

@@ -221,7 +221,7 @@ int tmk_relay_recordings(tmk_relay* r, tmk_relay_recording_info* out, size_t cap
 const char* tmk_relay_version(void);
 
 /* ---- Web server hooks ---------------------------------------------------------------------
- * The HTTP server (relay_http.c) calls every hook registered here right after it has installed
+ * The HTTP server (relay_api.c) calls every hook registered here right after it has installed
  * its own /api handlers, before answering any request; a hook installs more handlers on the
  * civetweb context (e.g. mg_set_websocket_handler for the live stream, "/" for the embedded
  * dashboard). Register hooks before tmk_relay_run(). At most 8. */

@@ -1,5 +1,5 @@
 /* tmk_relay_web.h — the dashboard side of telemark-relay: serves the embedded assets at "/",
- * the live-data WebSocket at /api/stream (tmk_relay_ws.c, format in docs/API.md "Live stream"),
+ * the live-data WebSocket at /api/stream (relay_stream.c, format in docs/API.md "Live stream"),
  * and the access-token / Origin checks for everything under /api. */
 #ifndef TMK_RELAY_WEB_H
 #define TMK_RELAY_WEB_H
@@ -44,7 +44,7 @@ typedef struct tmk_relay_ws_stats {
 } tmk_relay_ws_stats;
 void tmk_relay_ws_get_stats(tmk_relay_ws_stats* out);
 
-/* ---- internal, between tmk_relay_web.c and tmk_relay_ws.c ---- */
+/* ---- internal, between relay_web.c and relay_stream.c ---- */
 struct mg_context;
 struct mg_connection;
 /* Installs the /api/stream WebSocket handlers. */

@@ -1,4 +1,4 @@
-/* relay_http.c — the relay's web server (Debian's civetweb) and its JSON API under /api
+/* relay_api.c — the relay's web server (Debian's civetweb) and its JSON API under /api
  * (docs/API.md). Handlers run on civetweb worker threads and use only the thread-safe functions
  * of tmk_relay.h, so a request never blocks the ingest loop. Other handlers come in via hooks. */
 #define _POSIX_C_SOURCE 200809L
@@ -722,7 +722,7 @@ static char g_start_error[256];
 static int log_message(const struct mg_connection* conn, const char* msg) {
   (void)conn;
   if (!g_start_error[0]) snprintf(g_start_error, sizeof g_start_error, "%s", msg);
-  tmk__log(TMK_LOG_DEBUG, "http: %s", msg);
+  tmk_relay__log(TMK_LOG_DEBUG, "http: %s", msg);
   return 1;
 }
 
@@ -746,7 +746,7 @@ int tmk__http_start(tmk_relay* r) {
   g_start_error[0] = 0;
   r->http = mg_start(&cb, r, options);
   if (!r->http) {
-    tmk__log(TMK_LOG_ERROR, "cannot serve HTTP on %s: %s (port in use? choose another with "
+    tmk_relay__log(TMK_LOG_ERROR, "cannot serve HTTP on %s: %s (port in use? choose another with "
              "--http)", ports, g_start_error[0] ? g_start_error : "civetweb failed to start");
     return TMK_ESOCKET;
   }

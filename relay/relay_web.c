@@ -1,6 +1,6 @@
-/* tmk_relay_web.c — serves the dashboard embedded at build time (tmk::web_assets) at "/", guards
+/* relay_web.c — serves the dashboard embedded at build time (tmk::web_assets) at "/", guards
  * /api and the WebSocket with the access token and an Origin check, and installs the live stream
- * (tmk_relay_ws.c). Nothing but embedded assets is ever served from here. */
+ * (relay_stream.c). Nothing but embedded assets is ever served from here. */
 #define _POSIX_C_SOURCE 200809L
 #include <civetweb.h>
 #include <stdio.h>

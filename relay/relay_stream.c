@@ -1,4 +1,4 @@
-/* tmk_relay_ws.c — the dashboard's live stream: one WebSocket per browser at /api/stream, each
+/* relay_stream.c — the dashboard's live stream: one WebSocket per browser at /api/stream, each
  * with its own sender thread, subscription and filters (session, threads, severity, team mask)
  * applied here before sending. Binary format: docs/API.md, "Live stream". A slow browser only
  * blocks its own thread; the relay's live ring skips for it and it gets a coalesced backfill. */
