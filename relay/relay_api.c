@@ -11,22 +11,7 @@
 #include "relay_internal.h"
 
 #define MAX_BODY 4096
-#define MAX_HOOKS 8
 #define MAX_LIST 4096
-
-static struct {
-  tmk_relay_http_hook fn;
-  void* ud;
-} g_hooks[MAX_HOOKS];
-static int g_nhooks;
-
-int tmk_relay_http_add_hook(tmk_relay_http_hook fn, void* ud) {
-  if (g_nhooks >= MAX_HOOKS) return TMK_ENOSPC;
-  g_hooks[g_nhooks].fn = fn;
-  g_hooks[g_nhooks].ud = ud;
-  g_nhooks++;
-  return 0;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Responses
@@ -717,22 +702,22 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
 /* ---------------------------------------------------------------------------------------------
  * Server
  * ------------------------------------------------------------------------------------------- */
-static char g_start_error[256];
-
+/* civetweb's messages: debug log; the first one while starting says why it failed. */
 static int log_message(const struct mg_connection* conn, const char* msg) {
-  (void)conn;
-  if (!g_start_error[0]) snprintf(g_start_error, sizeof g_start_error, "%s", msg);
+  struct mg_context* ctx = conn ? mg_get_context(conn) : NULL;
+  tmk_relay* r = ctx ? mg_get_user_data(ctx) : NULL;
+  if (r && !r->http && !r->http_start_error[0])
+    snprintf(r->http_start_error, sizeof r->http_start_error, "%s", msg);
   tmk_relay__log(TMK_LOG_DEBUG, "http: %s", msg);
   return 1;
 }
 
+static void init_civetweb(void) { mg_init_library(0); }
+
 int tmk__http_start(tmk_relay* r) {
   if (r->cfg.http_port < 0) return 0;
-  static int lib_ready;
-  if (!lib_ready) {
-    mg_init_library(0);
-    lib_ready = 1;
-  }
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, init_civetweb);
   char ports[96];
   if (strchr(r->cfg.http_host, ':'))
     snprintf(ports, sizeof ports, "[%s]:%d", r->cfg.http_host, r->cfg.http_port);
@@ -743,18 +728,19 @@ int tmk__http_start(tmk_relay* r) {
   struct mg_callbacks cb;
   memset(&cb, 0, sizeof cb);
   cb.log_message = log_message;
-  g_start_error[0] = 0;
+  r->http_start_error[0] = 0;
   r->http = mg_start(&cb, r, options);
   if (!r->http) {
     tmk_relay__log(TMK_LOG_ERROR, "cannot serve HTTP on %s: %s (port in use? choose another with "
-             "--http)", ports, g_start_error[0] ? g_start_error : "civetweb failed to start");
+             "--http)", ports, r->http_start_error[0] ? r->http_start_error : "civetweb failed to start");
     return TMK_ESOCKET;
   }
   struct mg_server_port sp[4];
   int n = mg_get_server_ports(r->http, 4, sp);
   r->http_port_bound = n > 0 ? sp[0].port : r->cfg.http_port;
   mg_set_request_handler(r->http, "/api", api_handler, r);
-  for (int i = 0; i < g_nhooks; i++) g_hooks[i].fn(r->http, r, g_hooks[i].ud);
+  for (int i = 0; i < TMK_RELAY_MAX_HOOKS; i++)
+    if (r->cfg.hook_fn[i]) r->cfg.hook_fn[i](r->http, r, r->cfg.hook_ud[i]);
   return 0;
 }
 

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "tmk_relay.h"
-#include "tmk_relay_web.h"
+#include "relay_stream.h"
 
 /* ============================================================================================
  * Tunables
@@ -102,9 +102,12 @@ typedef struct site_ent {
   uint32_t verbosity;
 } site_ent;
 
+typedef struct tmk__stream tmk__stream;
+
 typedef struct client {
   struct mg_connection* conn;
   tmk_relay* r;
+  tmk__stream* st;
   pthread_t thread;
   int started;
   pthread_mutex_t mu;   /* guards stop, sub_next, has_sub_next */
@@ -136,25 +139,50 @@ typedef struct client {
   int64_t zones_prev;
 } client;
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* guards g_clients, g_gen, stats */
-static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-static uint64_t g_gen;
-static client* g_clients;
-static tmk_relay_ws_stats g_stats;
+/* The stream of one relay: its clients, the wake-up generation and the counters. */
+struct tmk__stream {
+  tmk_relay* r;
+  tmk__stream_auth_fn authorize;
+  void* auth_ud;
+  pthread_mutex_t mu; /* guards clients, gen, stats */
+  pthread_cond_t cv;
+  uint64_t gen;
+  client* clients;
+  tmk_relay_ws_stats stats;
+  char team_override[32][64]; /* immutable after tmk__stream_new */
+};
 
-void tmk_relay_ws_get_stats(tmk_relay_ws_stats* out) {
-  pthread_mutex_lock(&g_mu);
-  *out = g_stats;
-  pthread_mutex_unlock(&g_mu);
+tmk__stream* tmk__stream_new(const char* const team_names[32]) {
+  tmk__stream* st = calloc(1, sizeof *st);
+  if (!st) return NULL;
+  pthread_mutex_init(&st->mu, NULL);
+  pthread_cond_init(&st->cv, NULL);
+  for (int i = 0; i < 32; i++)
+    snprintf(st->team_override[i], sizeof st->team_override[i], "%s",
+             team_names && team_names[i] ? team_names[i] : "");
+  return st;
+}
+
+void tmk__stream_free(tmk__stream* st) {
+  if (!st) return;
+  pthread_mutex_destroy(&st->mu);
+  pthread_cond_destroy(&st->cv);
+  free(st);
+}
+
+void tmk__stream_get_stats(tmk__stream* st, tmk_relay_ws_stats* out) {
+  pthread_mutex_lock(&st->mu);
+  *out = st->stats;
+  pthread_mutex_unlock(&st->mu);
 }
 
 /* Called by the relay's loop after each decoded batch: wakes every sender. Never blocks long. */
 static void on_data(void* ud) {
-  (void)ud;
-  pthread_mutex_lock(&g_mu);
-  g_gen++;
-  pthread_cond_broadcast(&g_cv);
-  pthread_mutex_unlock(&g_mu);
+  tmk__stream* st = ud;
+  pthread_mutex_lock(&st->mu);
+  st->gen++;
+  pthread_cond_broadcast(&st->cv);
+  pthread_mutex_unlock(&st->mu);
 }
 
 static uint64_t now_ms(void) {
@@ -173,10 +201,10 @@ static int ws_send(client* c, int opcode, const void* p, size_t n) {
   else if (opcode == MG_WEBSOCKET_OPCODE_BINARY) c->sent += n;
   pthread_mutex_unlock(&c->wmu);
   if (rc <= 0) return -1;
-  pthread_mutex_lock(&g_mu);
-  g_stats.messages++;
-  g_stats.bytes += n;
-  pthread_mutex_unlock(&g_mu);
+  pthread_mutex_lock(&c->st->mu);
+  c->st->stats.messages++;
+  c->st->stats.bytes += n;
+  pthread_mutex_unlock(&c->st->mu);
   return 0;
 }
 static void send_text(client* c, const char* json) {
@@ -289,17 +317,12 @@ static int thread_cb(void* ud, uint32_t thread, const char* name) {
 typedef struct team_ctx {
   buf* b;
   uint32_t hash;
+  const tmk__stream* st;
 } team_ctx;
-static char g_team_override[32][64];
-
-void tmk__relay_ws_set_teams(const char* const names[32]) {
-  for (int i = 0; i < 32; i++)
-    snprintf(g_team_override[i], sizeof g_team_override[i], "%s", names && names[i] ? names[i] : "");
-}
 
 static int team_cb(void* ud, uint32_t bit, const char* name) {
   team_ctx* t = ud;
-  if (bit < 32 && g_team_override[bit][0]) return 0; /* sent from the override table */
+  if (bit < 32 && t->st->team_override[bit][0]) return 0; /* sent from the override table */
   b_u8(t->b, REC_TEAM);
   b_var(t->b, bit);
   size_t n = name ? strlen(name) : 0;
@@ -321,14 +344,14 @@ static void send_meta(client* c, int force) {
     tmk_relay_query_threads(c->r, c->cur.session, thread_cb, &c->out);
   }
   buf tb = {0};
-  team_ctx tc = {&tb, 7};
+  team_ctx tc = {&tb, 7, c->st};
   tmk_relay_query_teams(c->r, c->cur.session, team_cb, &tc);
   for (uint32_t bit = 0; bit < 32; bit++) {
-    if (!g_team_override[bit][0]) continue;
+    if (!c->st->team_override[bit][0]) continue;
     tc.hash = tc.hash * 31u + bit + 1u;
     b_u8(&tb, REC_TEAM);
     b_var(&tb, bit);
-    b_str(&tb, g_team_override[bit], strlen(g_team_override[bit]));
+    b_str(&tb, c->st->team_override[bit], strlen(c->st->team_override[bit]));
   }
   if (force || tc.hash != c->teams_seen_hash) {
     c->teams_seen_hash = tc.hash;
@@ -615,9 +638,9 @@ static void pump_live(client* c) {
       b_var(&c->out, skipped);
       b_var(&c->out, 0);
       msg_flush(c);
-      pthread_mutex_lock(&g_mu);
-      g_stats.coalesced++;
-      pthread_mutex_unlock(&g_mu);
+      pthread_mutex_lock(&c->st->mu);
+      c->st->stats.coalesced++;
+      pthread_mutex_unlock(&c->st->mu);
       if (to > from) {
         uint64_t a = (uint64_t)(from + c->origin), z = (uint64_t)(to + c->origin);
         msg_begin(c, MSG_DATA, from);
@@ -687,16 +710,16 @@ static void* sender_main(void* arg) {
       }
     }
     /* wait for data, a new subscription, or the idle timeout */
-    pthread_mutex_lock(&g_mu);
-    if (g_gen == seen) {
+    pthread_mutex_lock(&c->st->mu);
+    if (c->st->gen == seen) {
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       ts.tv_nsec += WS_IDLE_WAIT_MS * 1000000L;
       if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-      pthread_cond_timedwait(&g_cv, &g_mu, &ts);
+      pthread_cond_timedwait(&c->st->cv, &c->st->mu, &ts);
     }
-    seen = g_gen;
-    pthread_mutex_unlock(&g_mu);
+    seen = c->st->gen;
+    pthread_mutex_unlock(&c->st->mu);
   }
   detach(c);
   return NULL;
@@ -793,23 +816,25 @@ static int parse_sub(const char* js, size_t n, sub* s, char* err, size_t errcap)
  * civetweb handlers
  * ============================================================================================ */
 static int ws_connect(const struct mg_connection* conn, void* ud) {
-  (void)ud;
-  return tmk__relay_web_authorized(conn, 1) ? 0 : 1;
+  tmk__stream* st = ud;
+  return st->authorize(st->auth_ud, conn) ? 0 : 1;
 }
 static void ws_ready(struct mg_connection* conn, void* ud) {
   client* c = calloc(1, sizeof *c);
   if (!c) return;
+  tmk__stream* st = ud;
   c->conn = conn;
-  c->r = ud;
+  c->st = st;
+  c->r = st->r;
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->wmu, NULL);
   mg_set_user_connection_data(conn, c);
   if (pthread_create(&c->thread, NULL, sender_main, c) == 0) c->started = 1;
-  pthread_mutex_lock(&g_mu);
-  c->next = g_clients;
-  g_clients = c;
-  g_stats.clients++;
-  pthread_mutex_unlock(&g_mu);
+  pthread_mutex_lock(&st->mu);
+  c->next = st->clients;
+  st->clients = c;
+  st->stats.clients++;
+  pthread_mutex_unlock(&st->mu);
 }
 static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len, void* ud) {
   (void)ud;
@@ -827,7 +852,7 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
       pthread_mutex_lock(&c->mu);
       c->acked = (uint64_t)v;
       pthread_mutex_unlock(&c->mu);
-      on_data(NULL);
+      on_data(c->st);
     } else {
       send_text(c, "{\"type\":\"error\",\"error\":\"ack needs bytes (a count)\"}");
     }
@@ -840,7 +865,7 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
     c->sub_next = s;
     c->has_sub_next = 1;
     pthread_mutex_unlock(&c->mu);
-    on_data(NULL); /* wake the sender */
+    on_data(c->st); /* wake the sender */
   } else {
     snprintf(reply, sizeof reply, "{\"type\":\"error\",\"error\":\"%s\"}", err);
     send_text(c, reply);
@@ -854,13 +879,14 @@ static void ws_close(const struct mg_connection* conn, void* ud) {
   pthread_mutex_lock(&c->mu);
   c->stop = 1;
   pthread_mutex_unlock(&c->mu);
-  on_data(NULL);
+  on_data(c->st);
   if (c->started) pthread_join(c->thread, NULL);
-  pthread_mutex_lock(&g_mu);
-  for (client** p = &g_clients; *p; p = &(*p)->next)
+  tmk__stream* st = c->st;
+  pthread_mutex_lock(&st->mu);
+  for (client** p = &st->clients; *p; p = &(*p)->next)
     if (*p == c) { *p = c->next; break; }
-  g_stats.clients--;
-  pthread_mutex_unlock(&g_mu);
+  st->stats.clients--;
+  pthread_mutex_unlock(&st->mu);
   mg_set_user_connection_data(conn, NULL);
   pthread_mutex_destroy(&c->mu);
   pthread_mutex_destroy(&c->wmu);
@@ -870,7 +896,11 @@ static void ws_close(const struct mg_connection* conn, void* ud) {
   free(c);
 }
 
-void tmk__relay_ws_register(struct mg_context* ctx, tmk_relay* r) {
-  tmk_relay_set_data_listener(r, on_data, NULL);
-  mg_set_websocket_handler(ctx, "/api/stream", ws_connect, ws_ready, ws_data, ws_close, r);
+void tmk__stream_register(tmk__stream* st, struct mg_context* ctx, tmk_relay* r,
+                          tmk__stream_auth_fn authorize, void* auth_ud) {
+  st->r = r;
+  st->authorize = authorize;
+  st->auth_ud = auth_ud;
+  tmk_relay_set_data_listener(r, on_data, st);
+  mg_set_websocket_handler(ctx, "/api/stream", ws_connect, ws_ready, ws_data, ws_close, st);
 }

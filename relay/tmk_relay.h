@@ -1,6 +1,6 @@
-/* tmk_relay.h — the relay's internal API as seen by its web side (HTTP API, WebSocket stream,
- * dashboard): list sessions, query a session's stored data, follow live data, post commands.
- * Every function here is thread-safe and may be called from any civetweb worker thread. */
+/* tmk_relay.h — telemark-relay as a library: create, run, stop and destroy a relay, read its
+ * counters, list sessions, query a session's stored data, follow live data, post commands.
+ * Apart from create/run/destroy, every function here is thread-safe (e.g. civetweb workers). */
 #ifndef TMK_RELAY_H
 #define TMK_RELAY_H
 
@@ -221,13 +221,66 @@ int tmk_relay_recordings(tmk_relay* r, tmk_relay_recording_info* out, size_t cap
 const char* tmk_relay_version(void);
 
 /* ---- Web server hooks ---------------------------------------------------------------------
- * The HTTP server (relay_api.c) calls every hook registered here right after it has installed
- * its own /api handlers, before answering any request; a hook installs more handlers on the
- * civetweb context (e.g. mg_set_websocket_handler for the live stream, "/" for the embedded
- * dashboard). Register hooks before tmk_relay_run(). At most 8. */
+ * The HTTP server (relay_api.c) calls every hook given in tmk_relay_desc.http_hooks right after
+ * it has installed its own /api handlers, before answering any request; a hook installs more
+ * handlers on the civetweb context (e.g. the dashboard, tmk_relay_web.h). */
 struct mg_context;
 typedef void (*tmk_relay_http_hook)(struct mg_context* ctx, tmk_relay* r, void* ud);
-int tmk_relay_http_add_hook(tmk_relay_http_hook fn, void* ud);
+
+/* =============================================================================================
+ * The relay object: create, run, stop, destroy
+ * ============================================================================================= */
+
+#define TMK_RELAY_MAX_HOOKS 4
+
+/* Zero-initialise and set what differs from the default; 0 / NULL always means the default.
+ * telemark-relay (relay_main.c) fills it from its flags, with the CLI's own defaults. */
+typedef struct tmk_relay_desc {
+  const char* listen_host;   /* where agents send, UDP and TCP; NULL = "127.0.0.1" */
+  int listen_port;           /* 0 = any free port (tmk_relay_listen_port tells which) */
+  const char* http_host;     /* HTTP API; NULL = no HTTP server */
+  int http_port;             /* 0 = any free port (tmk_relay_http_port tells which) */
+  const char* data_dir;      /* recordings; NULL = "./telemark-data" (must exist to record) */
+  int record_all;            /* 1: record every session from its first packet */
+  uint32_t max_sessions;     /* 0 = 64 */
+  size_t session_memory;     /* bytes per session store; 0 = 256 MiB (at least 1 MiB is used) */
+  uint32_t reorder_packets;  /* reorder window in packets; 0 = 256 (2..65536) */
+  uint32_t reorder_ms;       /* reorder window in ms; 0 = 100 (1..60000) */
+  uint32_t stats_interval_ms;/* period of the "stats:" log line; 0 = 10000 */
+  struct {
+    tmk_relay_http_hook fn;  /* NULL = unused slot */
+    void* ud;
+  } http_hooks[TMK_RELAY_MAX_HOOKS];
+} tmk_relay_desc;
+
+/* Creates a relay: binds UDP and TCP on listen_host:listen_port and starts the HTTP server
+ * (its worker threads answer at once; the ingest loop starts with tmk_relay_run). On success
+ * sets *out and returns 0; otherwise returns TMK_EINVAL (bad desc), TMK_ENOMEM or TMK_ESOCKET (a
+ * port could not be bound; the reason is logged). */
+int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out);
+/* Runs the ingest loop on the calling thread until tmk_relay_stop: then stops accepting,
+ * flushes reorder buffers, closes recordings, stops the HTTP server and returns 0. Once only. */
+int tmk_relay_run(tmk_relay* r);
+/* Asks a running (or about to run) relay to stop. Safe from any thread and from a signal
+ * handler (uv_async_send); returns at once. */
+void tmk_relay_stop(tmk_relay* r);
+/* Frees a relay that is not running (tmk_relay_run returned, or never called). */
+void tmk_relay_destroy(tmk_relay* r);
+
+/* The bound ports (useful when the desc asked for port 0); http is 0 without HTTP server. */
+int tmk_relay_listen_port(const tmk_relay* r);
+int tmk_relay_http_port(const tmk_relay* r);
+
+/* Relay-wide counters: every session's stats summed, plus what belongs to no session. */
+typedef struct tmk_relay_totals {
+  uint32_t sessions;          /* sessions held (live and opened) */
+  uint32_t live_sessions;
+  uint64_t garbage;           /* datagrams/frames that were not telemark packets */
+  uint64_t rejected_sessions; /* new sessions refused (max sessions / per source) */
+  tmk_relay_stats sum;        /* sum over sessions held now (evicted sessions are gone) */
+} tmk_relay_totals;
+/* Fills *out. Thread-safe; takes each session's lock briefly. */
+void tmk_relay_get_stats(tmk_relay* r, tmk_relay_totals* out);
 
 #ifdef __cplusplus
 }
