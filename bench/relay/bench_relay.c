@@ -1,29 +1,28 @@
-/* bench_relay.c — tmk-bench-relay: starts build/bin/telemark-relay on loopback and feeds it from
- * 8 synthetic targets (threads sending pre-encoded, game-like zone packets over UDP). Prints
- * RESULT zones_per_s (zones decoded and stored per second of relay CPU, saturated), loss_ratio
- * (packets lost at 5 M zones/s from 8 targets) and bytes_per_stored_zone (relay store memory). */
+/* bench_relay.c — tmk-bench-relay: runs the relay library in-process (tmk_relay_create on
+ * loopback, HTTP off) and feeds it from 8 synthetic targets (threads sending pre-encoded,
+ * game-like zone packets over UDP); counters come from the relay's query API. Prints
+ * RESULT zones_per_loop_cpu_s (zones decoded and stored per CPU second of the relay's loop
+ * thread — its only busy thread — saturated), loss_ratio (packets lost at 5 M zones/s from 8
+ * targets) and bytes_per_stored_zone (relay store memory). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "tmk_proto.h"
+#include "tmk_relay.h"
 
 #define TARGETS 8
 #define PACKET 1200
 #define ROUNDS 10 /* flat-out phase: each target replays its packets under ROUNDS session ids */
-
-extern char** environ;
 
 typedef struct packets {
   uint8_t* data; /* PACKET bytes per slot */
@@ -168,77 +167,43 @@ static void* send_main(void* arg) {
   return NULL;
 }
 
-/* ---- tiny HTTP client for the relay's API ----------------------------------------------- */
-static int http_get(int port, const char* path, char* out, size_t cap) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in to;
-  memset(&to, 0, sizeof to);
-  to.sin_family = AF_INET;
-  to.sin_port = htons((uint16_t)port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr*)&to, sizeof to) != 0) {
-    close(fd);
-    return -1;
-  }
-  char req[256];
-  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
-  if (write(fd, req, (size_t)n) != n) {
-    close(fd);
-    return -1;
-  }
-  size_t len = 0;
-  ssize_t r;
-  while (len < cap - 1 && (r = read(fd, out + len, cap - 1 - len)) > 0) len += (size_t)r;
-  out[len] = 0;
-  close(fd);
-  return strstr(out, " 200 ") ? 0 : -1;
-}
-
-static uint64_t json_num(const char* js, const char* key) {
-  char k[64];
-  snprintf(k, sizeof k, "\"%s\":", key);
-  const char* p = strstr(js, k);
-  return p ? strtoull(p + strlen(k), NULL, 10) : 0;
-}
-
+/* ---- the relay's counters, through its query API -------------------------------------------- */
 typedef struct sess_stats {
   uint64_t zones, packets, lost, mem;
 } sess_stats;
 
-static int get_stats(int http, uint64_t sid, sess_stats* st) {
-  char path[64], buf[8192];
-  snprintf(path, sizeof path, "/api/sessions/%016llx", (unsigned long long)sid);
-  if (http_get(http, path, buf, sizeof buf) != 0) return -1;
-  const char* s = strstr(buf, "\"stats\":");
-  if (!s) return -1;
-  st->zones = json_num(s, "zones");
-  st->packets = json_num(s, "packets");
-  st->lost = json_num(s, "lost");
-  st->mem = json_num(s, "mem_bytes");
+static int get_stats(tmk_relay* r, uint64_t sid, sess_stats* st) {
+  char id[32];
+  snprintf(id, sizeof id, "%016" PRIx64, sid);
+  tmk_relay_session_info info;
+  if (tmk_relay_session(r, id, &info) != 0) return -1;
+  st->zones = info.stats.zones;
+  st->packets = info.stats.packets;
+  st->lost = info.stats.lost;
+  st->mem = info.stats.mem_bytes;
   return 0;
 }
 
-static double relay_cpu_s(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE* f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  const char* p = strrchr(buf, ')');
-  if (!p) return 0;
-  unsigned long ut = 0, st = 0;
-  /* fields after ")": state(3) ... utime(14) stime(15) */
-  sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+/* CPU seconds of one thread (the relay's loop): what the relay itself spent, not the senders,
+ * not this thread's polling. */
+static double thread_cpu_s(pthread_t th) {
+  clockid_t cid;
+  struct timespec ts;
+  if (pthread_getcpuclockid(th, &cid) != 0 || clock_gettime(cid, &ts) != 0) return 0;
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void* relay_main(void* arg) {
+  tmk_relay_run(arg);
+  return NULL;
 }
 
 /* Runs one phase: 8 senders, waits until the relay has accounted for every packet. */
-static int run_phase(int port, int http, packets* pk, const uint64_t* sids, int rounds,
-                     double pps, pid_t relay, double* cpu, sess_stats* total, double* wall) {
+static int run_phase(tmk_relay* r, pthread_t loop, packets* pk, const uint64_t* sids,
+                     int rounds, double pps, double* cpu, sess_stats* total, double* wall) {
+  int port = tmk_relay_listen_port(r);
   sender s[TARGETS];
-  double c0 = relay_cpu_s(relay), t0 = now_s();
+  double c0 = thread_cpu_s(loop), t0 = now_s();
   for (int i = 0; i < TARGETS; i++) {
     s[i].pk = &pk[i];
     s[i].port = port;
@@ -259,7 +224,7 @@ static int run_phase(int port, int http, packets* pk, const uint64_t* sids, int 
     for (int i = 0; i < TARGETS * rounds; i++) {
       sess_stats st;
       memset(&st, 0, sizeof st);
-      get_stats(http, sids[i % TARGETS] + (uint64_t)(i / TARGETS) * TARGETS, &st);
+      get_stats(r, sids[i % TARGETS] + (uint64_t)(i / TARGETS) * TARGETS, &st);
       total->zones += st.zones;
       total->packets += st.packets;
       total->lost += st.lost;
@@ -268,23 +233,12 @@ static int run_phase(int port, int http, packets* pk, const uint64_t* sids, int 
     stable = (total->zones == prev.zones && total->lost == prev.lost) ? stable + 1 : 0;
     prev = *total;
   }
-  *cpu = relay_cpu_s(relay) - c0;
+  *cpu = thread_cpu_s(loop) - c0;
   return 0;
 }
 
 int main(int argc, char** argv) {
   (void)argc;
-  char exe[1024];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
-  if (n <= 0) return 1;
-  exe[n] = 0;
-  char* slash = strrchr(exe, '/');
-  strcpy(slash + 1, "telemark-relay");
-  char dir[] = "/tmp/tmk-bench-relay-XXXXXX";
-  if (!mkdtemp(dir)) return 1;
-  char logpath[128];
-  snprintf(logpath, sizeof logpath, "%s/relay.log", dir);
-
   /* pre-encode both phases before the relay starts */
   size_t np1 = 2500, np2 = 4000; /* phase 1 sends np1 * ROUNDS packets per target */
   static packets p1[TARGETS], p2[TARGETS];
@@ -302,38 +256,15 @@ int main(int argc, char** argv) {
   }
   double zones_per_packet = (double)z2 / (double)(TARGETS * np2);
 
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, logpath, 0x241 /* O_WRONLY|O_CREAT|O_TRUNC */, 0644);
-  char datadir[128];
-  snprintf(datadir, sizeof datadir, "%s/data", dir);
-  char* args[] = {exe, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir", datadir,
-                  "--session-memory", "1G", "--max-sessions", "256", NULL};
-  pid_t relay;
-  if (posix_spawn(&relay, exe, &fa, NULL, args, environ) != 0) {
-    fprintf(stderr, "cannot start %s\n", exe);
-    return 1;
-  }
-  int port = 0, http = 0;
-  for (int i = 0; i < 100 && !http; i++) {
-    struct timespec ts = {0, 50000000};
-    nanosleep(&ts, NULL);
-    FILE* f = fopen(logpath, "r");
-    if (!f) continue;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-      const char* p = strstr(line, "listening on 127.0.0.1:");
-      const char* h = strstr(line, "http://127.0.0.1:");
-      if (p && h) {
-        port = atoi(p + 23);
-        http = atoi(h + 17);
-      }
-    }
-    fclose(f);
-  }
-  if (!http) {
-    fprintf(stderr, "relay did not start (see %s)\n", logpath);
-    kill(relay, SIGKILL);
+  tmk_relay_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.listen_host = "127.0.0.1"; /* port 0: any free one */
+  desc.session_memory = (size_t)1 << 30;
+  desc.max_sessions = 256;
+  tmk_relay* relay = NULL;
+  pthread_t loop;
+  if (tmk_relay_create(&desc, &relay) != 0 || pthread_create(&loop, NULL, relay_main, relay) != 0) {
+    fprintf(stderr, "%s: cannot start the relay\n", argv[0]);
     return 1;
   }
 
@@ -343,35 +274,31 @@ int main(int argc, char** argv) {
    * the time; paced senders leave the relay a core of its own on a small machine, which
    * flat-out senders would not. zones_per_s = zones stored / relay CPU seconds. */
   double pps40m = 40e6 / TARGETS / zones_per_packet;
-  run_phase(port, http, p1, s1, ROUNDS, pps40m, relay, &cpu1, &t1, &wall1);
+  run_phase(relay, loop, p1, s1, ROUNDS, pps40m, &cpu1, &t1, &wall1);
   double pps5m = 5e6 / TARGETS / zones_per_packet;
-  run_phase(port, http, p2, s2, 1, pps5m, relay, &cpu2, &t2, &wall2);
-
-  kill(relay, SIGTERM);
-  int status;
-  waitpid(relay, &status, 0);
+  run_phase(relay, loop, p2, s2, 1, pps5m, &cpu2, &t2, &wall2);
+  tmk_relay_stop(relay);
+  pthread_join(loop, NULL);
+  tmk_relay_destroy(relay);
 
   printf("bench-relay: %d targets over loopback UDP, %.0f zones/packet, %.2f wire bytes/zone\n",
          TARGETS, zones_per_packet, (double)b2 / (double)z2);
   printf("bench-relay: offered 40 M zones/s: %llu of %llu zones stored (%llu packets lost) in "
-         "%.2f s wall, relay cpu %.2f s\n",
+         "%.2f s wall, relay loop cpu %.2f s\n",
          (unsigned long long)t1.zones, (unsigned long long)z1, (unsigned long long)t1.lost, wall1,
          cpu1);
   printf("bench-relay: paced at 5 M zones/s (%.0f packets/s per target): %llu of %llu zones in "
-         "%.2f s (relay cpu %.2f s), %llu of %llu packets lost\n",
+         "%.2f s (relay loop cpu %.2f s), %llu of %llu packets lost\n",
          pps5m, (unsigned long long)t2.zones, (unsigned long long)z2, wall2, cpu2,
          (unsigned long long)t2.lost, (unsigned long long)(TARGETS * np2));
-  printf("RESULT zones_per_s=%.0f\n", cpu1 > 0 ? (double)t1.zones / cpu1 : 0.0);
+  printf("RESULT zones_per_loop_cpu_s=%.0f\n", cpu1 > 0 ? (double)t1.zones / cpu1 : 0.0);
   printf("RESULT loss_ratio=%.6f\n", (double)(TARGETS * np2 - t2.packets) / (double)(TARGETS * np2));
   printf("RESULT bytes_per_stored_zone=%.2f\n", t2.zones ? (double)t2.mem / (double)t2.zones : 0.0);
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
   for (int i = 0; i < TARGETS; i++) {
     free(p1[i].data);
     free(p1[i].len);
     free(p2[i].data);
     free(p2[i].len);
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  return 0;
 }
