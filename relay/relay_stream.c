@@ -4,6 +4,7 @@
  * blocks its own thread; the relay's live ring skips for it and it gets a coalesced backfill. */
 #define _POSIX_C_SOURCE 200809L
 #include <civetweb.h>
+#include <jansson.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 
 #include "tmk_relay.h"
 #include "relay_stream.h"
+#include "tmk_proto.h"
 
 /* ============================================================================================
  * Tunables
@@ -59,11 +61,10 @@ static void b_u8(buf* b, unsigned v) {
   if (b->oom) return;
   b->p[b->n++] = (unsigned char)v;
 }
-static void b_var(buf* b, uint64_t v) {
+static void b_var(buf* b, uint64_t v) { /* LEB128, protocol/'s codec */
   b_need(b, 10);
   if (b->oom) return;
-  while (v >= 0x80) { b->p[b->n++] = (unsigned char)(v | 0x80); v >>= 7; }
-  b->p[b->n++] = (unsigned char)v;
+  b->n += (size_t)tmk_proto_varint_put(b->p + b->n, v);
 }
 static void b_svar(buf* b, int64_t v) { b_var(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
 static void b_bytes(buf* b, const void* s, size_t n) {
@@ -726,86 +727,66 @@ static void* sender_main(void* arg) {
 }
 
 /* ============================================================================================
- * Subscription parsing (a tiny reader for the flat JSON the page sends)
+ * Subscription parsing (jansson)
  * ============================================================================================ */
-static const char* json_key(const char* js, size_t n, const char* key) {
-  size_t kl = strlen(key);
-  for (size_t i = 0; i + kl + 2 < n; i++) {
-    if (js[i] == '"' && memcmp(js + i + 1, key, kl) == 0 && js[i + 1 + kl] == '"') {
-      const char* p = js + i + kl + 2;
-      while (p < js + n && (*p == ' ' || *p == ':')) p++;
-      return p < js + n ? p : NULL;
-    }
-  }
-  return NULL;
+/* Returns 1 with the number, 0 when absent, -1 when present but not a number. */
+static int obj_num(const json_t* o, const char* key, double* out) {
+  const json_t* v = json_object_get(o, key);
+  if (!v) return 0;
+  if (!json_is_number(v)) return -1;
+  *out = json_number_value(v);
+  return 1;
 }
-static int json_num(const char* js, size_t n, const char* key, double* out) {
-  const char* p = json_key(js, n, key);
-  if (!p) return 0;
-  char tmp[40];
-  size_t k = 0;
-  while (p < js + n && k < sizeof tmp - 1 && (strchr("0123456789+-.eE", *p))) tmp[k++] = *p++;
-  tmp[k] = 0;
-  if (!k) return -1;
-  char* end;
-  *out = strtod(tmp, &end);
-  return *end ? -1 : 1;
-}
-/* Parses {"op":"subscribe","session":"…","level":n,"mask":n,"threads":[…],"history_s":n}.
- * Returns 0 or writes a reason into err. */
-static int parse_sub(const char* js, size_t n, sub* s, char* err, size_t errcap) {
+/* Parses {"op":"subscribe","session":"…","level":n,"mask":n,"threads":[…],"history_s":n,
+ * "window":n,"seq":n}. Returns 0 or writes a reason into err. */
+static int parse_sub(const json_t* o, sub* s, char* err, size_t errcap) {
   memset(s, 0, sizeof *s);
   s->level = 5;
   s->mask = 0xffffffffu;
   s->history_s = WS_HISTORY_DEFAULT_S;
-  const char* op = json_key(js, n, "op");
-  if (!op || (size_t)(js + n - op) < 11 || strncmp(op, "\"subscribe\"", 11) != 0) { snprintf(err, errcap, "op must be \\\"subscribe\\\" or \\\"ack\\\""); return -1; }
-  const char* p = json_key(js, n, "session");
-  if (!p || *p != '"') { snprintf(err, errcap, "session (a string) is required"); return -1; }
-  p++;
-  size_t k = 0;
-  while (p < js + n && *p != '"' && k < sizeof s->session - 1) {
-    char ch = *p++;
-    if (ch == '\\' || (unsigned char)ch < 0x20) { snprintf(err, errcap, "bad session id"); return -1; }
-    s->session[k++] = ch;
-  }
-  if (p >= js + n || *p != '"' || k == 0) { snprintf(err, errcap, "bad session id"); return -1; }
+  const char* op = json_string_value(json_object_get(o, "op"));
+  if (!op || strcmp(op, "subscribe") != 0) { snprintf(err, errcap, "op must be \\\"subscribe\\\" or \\\"ack\\\""); return -1; }
+  const json_t* sv = json_object_get(o, "session");
+  if (!json_is_string(sv)) { snprintf(err, errcap, "session (a string) is required"); return -1; }
+  const char* id = json_string_value(sv);
+  size_t k = strlen(id);
+  if (k == 0 || k >= sizeof s->session || k != json_string_length(sv)) { snprintf(err, errcap, "bad session id"); return -1; }
+  for (size_t i = 0; i < k; i++)
+    if ((unsigned char)id[i] < 0x20 || id[i] == '\\' || id[i] == '"') { snprintf(err, errcap, "bad session id"); return -1; }
+  memcpy(s->session, id, k + 1);
   double v;
   int r;
-  if ((r = json_num(js, n, "level", &v)) != 0) {
+  if ((r = obj_num(o, "level", &v)) != 0) {
     if (r < 0 || v < 0 || v > 5 || v != (int)v) { snprintf(err, errcap, "level must be 0..5"); return -1; }
     s->level = (int)v;
   }
-  if ((r = json_num(js, n, "mask", &v)) != 0) {
+  if ((r = obj_num(o, "mask", &v)) != 0) {
     if (r < 0 || v < 0 || v > 4294967295.0 || v != (double)(uint32_t)v) { snprintf(err, errcap, "mask must be a 32-bit unsigned integer"); return -1; }
     s->mask = (uint32_t)v;
   }
-  if ((r = json_num(js, n, "window", &v)) != 0) {
+  if ((r = obj_num(o, "window", &v)) != 0) {
     if (r < 0 || v < 0 || v > 1e12 || v != (double)(uint64_t)v) { snprintf(err, errcap, "window must be a byte count"); return -1; }
     s->window = (uint64_t)v;
   }
-  if ((r = json_num(js, n, "seq", &v)) != 0) {
+  if ((r = obj_num(o, "seq", &v)) != 0) {
     if (r < 0 || v < 0 || v > 9007199254740991.0 || v != (double)(uint64_t)v) { snprintf(err, errcap, "seq must be a non-negative integer"); return -1; }
     s->has_seq = 1;
     s->seq = (uint64_t)v;
   }
-  if ((r = json_num(js, n, "history_s", &v)) != 0) {
+  if ((r = obj_num(o, "history_s", &v)) != 0) {
     if (r < 0 || v < 0 || v > 86400) { snprintf(err, errcap, "history_s must be 0..86400"); return -1; }
     s->history_s = v;
   }
-  const char* t = json_key(js, n, "threads");
-  if (t && *t == '[') {
-    t++;
-    while (t < js + n && *t != ']') {
-      while (t < js + n && (*t == ' ' || *t == ',')) t++;
-      if (t < js + n && *t == ']') break;
-      char* end;
-      unsigned long id = strtoul(t, &end, 10);
-      if (end == t || s->nthreads >= WS_MAX_THREADS_FILTER) { snprintf(err, errcap, "threads must be up to %d integers", WS_MAX_THREADS_FILTER); return -1; }
-      s->threads[s->nthreads++] = (uint32_t)id;
-      t = end;
+  const json_t* t = json_object_get(o, "threads");
+  if (json_is_array(t)) {
+    size_t i;
+    const json_t* e;
+    json_array_foreach(t, i, e) {
+      if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > UINT32_MAX ||
+          s->nthreads >= WS_MAX_THREADS_FILTER) { snprintf(err, errcap, "threads must be up to %d integers", WS_MAX_THREADS_FILTER); return -1; }
+      s->threads[s->nthreads++] = (uint32_t)json_integer_value(e);
     }
-  } else if (t && strncmp(t, "null", 4) != 0) {
+  } else if (t && !json_is_null(t)) {
     snprintf(err, errcap, "threads must be an array or null");
     return -1;
   }
@@ -845,10 +826,11 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
   if (op != MG_WEBSOCKET_OPCODE_TEXT) return 1; /* pings are answered by civetweb; binary ignored */
   sub s;
   char err[160], reply[256];
-  const char* cmd = len <= 8192 ? json_key(data, len, "op") : NULL;
-  if (cmd && (size_t)(data + len - cmd) >= 5 && strncmp(cmd, "\"ack\"", 5) == 0) {
+  json_t* msg = len <= 8192 ? json_loadb(data, len, 0, NULL) : NULL;
+  const char* cmd = json_string_value(json_object_get(msg, "op"));
+  if (cmd && strcmp(cmd, "ack") == 0) {
     double v;
-    if (json_num(data, len, "bytes", &v) == 1 && v >= 0) {
+    if (obj_num(msg, "bytes", &v) == 1 && v >= 0) {
       pthread_mutex_lock(&c->mu);
       c->acked = (uint64_t)v;
       pthread_mutex_unlock(&c->mu);
@@ -856,11 +838,11 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
     } else {
       send_text(c, "{\"type\":\"error\",\"error\":\"ack needs bytes (a count)\"}");
     }
-    return 1;
-  }
-  if (len > 8192) {
+  } else if (len > 8192) {
     send_text(c, "{\"type\":\"error\",\"error\":\"message too long\"}");
-  } else if (parse_sub(data, len, &s, err, sizeof err) == 0) {
+  } else if (!json_is_object(msg)) {
+    send_text(c, "{\"type\":\"error\",\"error\":\"not a JSON object\"}");
+  } else if (parse_sub(msg, &s, err, sizeof err) == 0) {
     pthread_mutex_lock(&c->mu);
     c->sub_next = s;
     c->has_sub_next = 1;
@@ -870,6 +852,7 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
     snprintf(reply, sizeof reply, "{\"type\":\"error\",\"error\":\"%s\"}", err);
     send_text(c, reply);
   }
+  json_decref(msg);
   return 1;
 }
 static void ws_close(const struct mg_connection* conn, void* ud) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "relay_api.h"
 #include "relay_stream.h"
 #include "tmk_web_assets.h"
 
@@ -93,20 +94,13 @@ static int auth_api(struct mg_connection* conn, void* ud) {
   const char* up = mg_get_header(conn, "Upgrade");
   int ws = up && strcasecmp(up, "websocket") == 0;
   if (!has_token(w, conn)) {
-    static const char body[] =
-        "{\"error\":\"missing or wrong access token: open the URL the relay printed (it ends in ?token=...)\",\"code\":\"EAUTH\"}";
-    mg_printf(conn,
-              "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: %u\r\n"
-              "Connection: close\r\n\r\n%s",
-              (unsigned)(sizeof body - 1), body);
+    tmk__http_send_error(conn, 401, TMK_EACCESS,
+                         "missing or wrong access token: open the URL the relay printed (it ends "
+                         "in ?token=...)");
     return 0;
   }
   if (ws && (w->check_origin || w->token[0]) && !origin_ok(conn)) {
-    static const char body[] = "{\"error\":\"WebSocket Origin does not match the relay's host\",\"code\":\"EORIGIN\"}";
-    mg_printf(conn,
-              "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: %u\r\n"
-              "Connection: close\r\n\r\n%s",
-              (unsigned)(sizeof body - 1), body);
+    tmk__http_send_error(conn, 403, TMK_EACCESS, "WebSocket Origin does not match the relay's host");
     return 0;
   }
   return 1;
