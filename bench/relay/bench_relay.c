@@ -1,6 +1,6 @@
 /* bench_relay.c — tmk-bench-relay: runs the relay library in-process (tmk_relay_create on
- * loopback, HTTP off) and feeds it from 8 synthetic targets (threads sending pre-encoded,
- * game-like zone packets over UDP); counters come from the relay's query API. Prints
+ * loopback, HTTP off) and feeds it from 8 synthetic targets (threads sending pre-encoded packets
+ * of bench/common's game-like stream over UDP); counters come from the relay's query API. Prints
  * RESULT zones_per_loop_cpu_s (zones decoded and stored per CPU second of the relay's loop
  * thread — its only busy thread — saturated), loss_ratio (packets lost at 5 M zones/s from 8
  * targets) and bytes_per_stored_zone (relay store memory). */
@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tmk_gamestream.h"
 #include "tmk_proto.h"
 #include "tmk_relay.h"
 
@@ -37,81 +38,76 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static uint32_t g_seed = 12345;
-static uint32_t rnd(void) {
-  g_seed ^= g_seed << 13;
-  g_seed ^= g_seed >> 17;
-  g_seed ^= g_seed << 5;
-  return g_seed;
+/* Puts one record; 1 when it went in, 0 when the packet is full, exits on any other error. */
+static int fits(int rc) {
+  if (rc == TMK_ENOSPC) return 0;
+  if (rc < 0) {
+    fprintf(stderr, "bench-relay: encoding failed: %s\n", tmk_strerror(rc));
+    exit(1);
+  }
+  return 1;
 }
 
-/* A game-like frame on one thread: Frame > {Update > {AI, Physics x k}, Render > {draw x m}}
- * with jittered durations, depth-first order (what tmk_proto_put_zones packs best). */
-static size_t gen_frame(tmk_proto_zone* z, uint64_t t) {
-  size_t n = 0;
-  uint64_t frame_start = t;
-  size_t frame_idx = n++;
-  t += 20 + rnd() % 10;
-  size_t upd = n++;
-  uint64_t upd_start = t;
-  t += 5;
-  for (int k = 0; k < 12; k++) {
-    uint64_t s = t, d = 300 + rnd() % 40;
-    z[n++] = (tmk_proto_zone){s, d, (uint32_t)(4 + k % 3), 2};
-    t += d + 10 + rnd() % 5;
+static void put_descriptors(tmk_proto_writer* w) {
+  size_t n;
+  const tmk_proto_site* sites = tmk_gs_sites(&n);
+  for (size_t i = 0; i < n; i++) fits(tmk_proto_put_site(w, &sites[i]));
+  for (uint32_t t = 0; t < TMK_GS_THREADS; t++) {
+    const char* name = tmk_gs_thread_name(t);
+    fits(tmk_proto_put_thread_name(w, t, name, strlen(name)));
   }
-  z[upd] = (tmk_proto_zone){upd_start, t - upd_start, 2, 1};
-  t += 10;
-  size_t ren = n++;
-  uint64_t ren_start = t;
-  for (int k = 0; k < 40; k++) {
-    uint64_t s = t, d = 100 + rnd() % 30;
-    z[n++] = (tmk_proto_zone){s, d, (uint32_t)(10 + k % 8), 2};
-    t += d + 3 + rnd() % 3;
-  }
-  z[ren] = (tmk_proto_zone){ren_start, t - ren_start, 3, 1};
-  t += 30;
-  z[frame_idx] = (tmk_proto_zone){frame_start, t - frame_start, 1, 0};
-  return n;
+  for (uint32_t b = 0; tmk_gs_team_name(b); b++)
+    fits(tmk_proto_put_team(w, b, tmk_gs_team_name(b), strlen(tmk_gs_team_name(b))));
 }
 
-static int build_target(packets* pk, uint64_t sid, size_t npackets) {
+static int put_event(tmk_proto_writer* w, const tmk_gs_event* e) {
+  switch (e->kind) {
+    case TMK_GS_FRAME: return fits(tmk_proto_put_frame(w, e->site, e->time));
+    case TMK_GS_PLOT_I: return fits(tmk_proto_put_plot_i(w, e->site, e->time, e->i));
+    case TMK_GS_PLOT_D: return fits(tmk_proto_put_plot_d(w, e->site, e->time, e->d));
+    default:
+      return fits(tmk_proto_put_message(w, e->site, e->severity, e->verbosity, e->time, e->text,
+                                        e->text_len));
+  }
+}
+
+/* One target: the game-like stream of bench/common (seeded per target), packed into npackets
+ * DATA packets of at most PACKET bytes; descriptors are repeated every 200 packets. */
+static int build_target(packets* pk, uint64_t sid, size_t npackets, uint64_t seed) {
   pk->data = malloc(npackets * PACKET);
   pk->len = malloc(npackets * sizeof *pk->len);
-  if (!pk->data || !pk->len) return -1;
+  tmk_gamestream* g = tmk_gs_create(seed);
+  if (!pk->data || !pk->len || !g) return -1;
   void* lz4 = NULL;
   size_t ls = tmk_proto_lz4_state_size();
   if (ls && posix_memalign(&lz4, 16, ls) != 0) lz4 = NULL;
   static uint8_t body[PACKET - TMK_PROTO_MAX_HEADER];
   tmk_proto_writer w;
   tmk_proto_writer_init(&w, body, sizeof body);
-  tmk_proto_zone frame[64];
-  size_t fn = 0, fpos = 0;
-  uint64_t t = 1000000;
+  const tmk_gs_frame* fr = tmk_gs_next_frame(g);
+  uint32_t t = 0;              /* batch (thread) of fr being packed */
+  size_t zpos = 0, epos = 0;   /* zones and events of that batch already packed */
   pk->n = 0;
   pk->zones = 0;
   while (pk->n < npackets) {
     tmk_proto_writer_reset(&w);
-    if (pk->n % 200 == 0) {
-      for (uint32_t id = 1; id <= 17; id++) {
-        char name[16];
-        int nl = snprintf(name, sizeof name, "site%u", id);
-        tmk_proto_site s = {id, TMK_SITE_ZONE, TMK_SEV_INFO, 1, 0, id, {name, (uint32_t)nl},
-                            {"bench.c", 7}};
-        tmk_proto_put_site(&w, &s);
-      }
-    }
-    for (;;) {
-      if (fpos == fn) {
-        fn = gen_frame(frame, t);
-        fpos = 0;
-        t = frame[0].start + frame[0].duration + 100;
-      }
-      int put = tmk_proto_put_zones(&w, frame + fpos, fn - fpos);
+    if (pk->n % 200 == 0) put_descriptors(&w);
+    int full = 0;
+    while (!full) {
+      const tmk_gs_batch* b = &fr->batch[t];
+      if (!fits(tmk_proto_put_thread(&w, b->thread))) break;
+      int put = tmk_proto_put_zones(&w, b->zones + zpos, b->nzones - zpos);
       if (put < 0) return -1;
-      fpos += (size_t)put;
+      zpos += (size_t)put;
       pk->zones += (uint64_t)put;
-      if (fpos < fn) break; /* packet full */
+      if (zpos < b->nzones) break; /* packet full */
+      while (epos < b->nevents && put_event(&w, &b->events[epos])) epos++;
+      if (epos < b->nevents) break;
+      zpos = epos = 0;
+      if (++t == TMK_GS_THREADS) {
+        t = 0;
+        fr = tmk_gs_next_frame(g);
+      }
     }
     int n = tmk_proto_finish(&w, sid, pk->n, pk->data + pk->n * PACKET, PACKET, lz4);
     if (n < 0) return -1;
@@ -119,6 +115,7 @@ static int build_target(packets* pk, uint64_t sid, size_t npackets) {
     pk->n++;
   }
   free(lz4);
+  tmk_gs_destroy(g);
   return 0;
 }
 
@@ -193,10 +190,6 @@ static double thread_cpu_s(pthread_t th) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void* relay_main(void* arg) {
-  tmk_relay_run(arg);
-  return NULL;
-}
 
 /* Runs one phase: 8 senders, waits until the relay has accounted for every packet. */
 static int run_phase(tmk_relay* r, pthread_t loop, packets* pk, const uint64_t* sids,
@@ -237,6 +230,30 @@ static int run_phase(tmk_relay* r, pthread_t loop, packets* pk, const uint64_t* 
   return 0;
 }
 
+/* The bench itself, on its own thread: both phases, then stops the relay. */
+typedef struct driver {
+  tmk_relay* relay;
+  pthread_t loop;
+  packets *p1, *p2;
+  const uint64_t *s1, *s2;
+  double zones_per_packet, pps5m;
+  double cpu1, wall1, cpu2, wall2;
+  sess_stats t1, t2;
+} driver;
+
+static void* drive(void* arg) {
+  driver* d = arg;
+  /* Phase 1 offers 40 M zones/s, beyond what one relay core can take, so the relay is busy all
+   * the time; paced senders leave the relay a core of its own on a small machine, which
+   * flat-out senders would not. zones_per_loop_cpu_s = zones stored / loop CPU seconds. */
+  double pps40m = 40e6 / TARGETS / d->zones_per_packet;
+  run_phase(d->relay, d->loop, d->p1, d->s1, ROUNDS, pps40m, &d->cpu1, &d->t1, &d->wall1);
+  d->pps5m = 5e6 / TARGETS / d->zones_per_packet;
+  run_phase(d->relay, d->loop, d->p2, d->s2, 1, d->pps5m, &d->cpu2, &d->t2, &d->wall2);
+  tmk_relay_stop(d->relay);
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   (void)argc;
   /* pre-encode both phases before the relay starts */
@@ -246,7 +263,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < TARGETS; i++) {
     s1[i] = 0xB100000000000000ull + (uint64_t)i;
     s2[i] = 0xB200000000000000ull + (uint64_t)i;
-    if (build_target(&p1[i], s1[i], np1) || build_target(&p2[i], s2[i], np2)) {
+    if (build_target(&p1[i], s1[i], np1, 1000u + (uint64_t)i) ||
+        build_target(&p2[i], s2[i], np2, 2000u + (uint64_t)i)) {
       fprintf(stderr, "%s: encoding failed\n", argv[0]);
       return 1;
     }
@@ -261,39 +279,34 @@ int main(int argc, char** argv) {
   desc.listen_host = "127.0.0.1"; /* port 0: any free one */
   desc.session_memory = (size_t)1 << 30;
   desc.max_sessions = 256;
-  tmk_relay* relay = NULL;
-  pthread_t loop;
-  if (tmk_relay_create(&desc, &relay) != 0 || pthread_create(&loop, NULL, relay_main, relay) != 0) {
+  driver d;
+  memset(&d, 0, sizeof d);
+  d.p1 = p1, d.p2 = p2, d.s1 = s1, d.s2 = s2, d.zones_per_packet = zones_per_packet;
+  d.loop = pthread_self(); /* the relay's loop runs here, on the main thread, as in telemark-relay */
+  pthread_t th;
+  if (tmk_relay_create(&desc, &d.relay) != 0 || pthread_create(&th, NULL, drive, &d) != 0) {
     fprintf(stderr, "%s: cannot start the relay\n", argv[0]);
     return 1;
   }
-
-  double cpu1, wall1, cpu2, wall2;
-  sess_stats t1, t2;
-  /* Phase 1 offers 40 M zones/s, beyond what one relay core can take, so the relay is busy all
-   * the time; paced senders leave the relay a core of its own on a small machine, which
-   * flat-out senders would not. zones_per_s = zones stored / relay CPU seconds. */
-  double pps40m = 40e6 / TARGETS / zones_per_packet;
-  run_phase(relay, loop, p1, s1, ROUNDS, pps40m, &cpu1, &t1, &wall1);
-  double pps5m = 5e6 / TARGETS / zones_per_packet;
-  run_phase(relay, loop, p2, s2, 1, pps5m, &cpu2, &t2, &wall2);
-  tmk_relay_stop(relay);
-  pthread_join(loop, NULL);
-  tmk_relay_destroy(relay);
+  tmk_relay_run(d.relay);
+  pthread_join(th, NULL);
+  tmk_relay_destroy(d.relay);
 
   printf("bench-relay: %d targets over loopback UDP, %.0f zones/packet, %.2f wire bytes/zone\n",
          TARGETS, zones_per_packet, (double)b2 / (double)z2);
   printf("bench-relay: offered 40 M zones/s: %llu of %llu zones stored (%llu packets lost) in "
          "%.2f s wall, relay loop cpu %.2f s\n",
-         (unsigned long long)t1.zones, (unsigned long long)z1, (unsigned long long)t1.lost, wall1,
-         cpu1);
+         (unsigned long long)d.t1.zones, (unsigned long long)z1, (unsigned long long)d.t1.lost,
+         d.wall1, d.cpu1);
   printf("bench-relay: paced at 5 M zones/s (%.0f packets/s per target): %llu of %llu zones in "
          "%.2f s (relay loop cpu %.2f s), %llu of %llu packets lost\n",
-         pps5m, (unsigned long long)t2.zones, (unsigned long long)z2, wall2, cpu2,
-         (unsigned long long)t2.lost, (unsigned long long)(TARGETS * np2));
-  printf("RESULT zones_per_loop_cpu_s=%.0f\n", cpu1 > 0 ? (double)t1.zones / cpu1 : 0.0);
-  printf("RESULT loss_ratio=%.6f\n", (double)(TARGETS * np2 - t2.packets) / (double)(TARGETS * np2));
-  printf("RESULT bytes_per_stored_zone=%.2f\n", t2.zones ? (double)t2.mem / (double)t2.zones : 0.0);
+         d.pps5m, (unsigned long long)d.t2.zones, (unsigned long long)z2, d.wall2, d.cpu2,
+         (unsigned long long)d.t2.lost, (unsigned long long)(TARGETS * np2));
+  printf("RESULT zones_per_loop_cpu_s=%.0f\n", d.cpu1 > 0 ? (double)d.t1.zones / d.cpu1 : 0.0);
+  printf("RESULT loss_ratio=%.6f\n",
+         (double)(TARGETS * np2 - d.t2.packets) / (double)(TARGETS * np2));
+  printf("RESULT bytes_per_stored_zone=%.2f\n",
+         d.t2.zones ? (double)d.t2.mem / (double)d.t2.zones : 0.0);
   for (int i = 0; i < TARGETS; i++) {
     free(p1[i].data);
     free(p1[i].len);
