@@ -20,7 +20,7 @@
  * Responses. Errors follow one table (docs/API.md "Errors"): the status comes from the TMK_E*
  * code, except 403 (EACCESS: a foreign Origin) and 405 (EINVAL: the wrong method).
  * ------------------------------------------------------------------------------------------- */
-const char* tmk__http_reason(int status) {
+static const char* http_reason(int status) {
   switch (status) {
     case 200: return "OK";
     case 400: return "Bad Request";
@@ -37,7 +37,7 @@ const char* tmk__http_reason(int status) {
   }
 }
 
-int tmk__http_status(int err) {
+static int http_status(int err) {
   switch (err) {
     case TMK_EINVAL:
     case TMK_ERANGE: return 400;
@@ -56,7 +56,7 @@ static int send_body(struct mg_connection* conn, int status, const char* body, s
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
             "Cache-Control: no-store\r\n%s\r\n",
-            status, tmk__http_reason(status), len,
+            status, http_reason(status), len,
             status == 401 || status == 403 ? "Connection: close\r\n" : "");
   mg_write(conn, body, len);
   return status;
@@ -84,7 +84,7 @@ int tmk__http_send_error(struct mg_connection* conn, int status, int err, const 
   tmk__json_key(&j, "code");
   tmk__json_cstr(&j, tmk_err_name(err));
   tmk__json_end_obj(&j);
-  return reply(conn, status ? status : tmk__http_status(err), &j);
+  return reply(conn, status ? status : http_status(err), &j);
 }
 
 /* An error with the status from the table. */

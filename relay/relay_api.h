@@ -6,13 +6,10 @@
 
 struct mg_connection;
 
-/* The HTTP status for a TMK_E* code: EINVAL/ERANGE 400, EACCESS 401, ENOTFOUND 404,
- * ESTATE/ENOSPC 409, ETOOBIG 413, ECORRUPT 422, EAGAIN 503, anything else 500. */
-int tmk__http_status(int err);
-/* The reason phrase of every status the relay sends. */
-const char* tmk__http_reason(int status);
-/* Sends {"error": msg, "code": "<TMK_E* name>"}; status 0 = tmk__http_status(err); msg NULL or
- * "" = tmk_strerror(err). 401 and 403 also close the connection. Returns the status sent. */
+/* Sends {"error": msg, "code": "<TMK_E* name>"} with the status's reason text. status 0 = the
+ * table's: EINVAL/ERANGE 400, EACCESS 401, ENOTFOUND 404, ESTATE/ENOSPC 409, ETOOBIG 413,
+ * ECORRUPT 422, EAGAIN 503, anything else 500. msg NULL or "" = tmk_strerror(err). 401 and 403
+ * also close the connection. Returns the status sent. */
 int tmk__http_send_error(struct mg_connection* conn, int status, int err, const char* msg);
 
 #endif /* TMK_RELAY_API_H */

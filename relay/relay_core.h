@@ -19,7 +19,6 @@ enum { TMK_LOG_ERROR = 0, TMK_LOG_WARN = 1, TMK_LOG_INFO = 2, TMK_LOG_DEBUG = 3 
 
 /* Sets the level (messages above it are dropped) and the stream (stderr by default). */
 void tmk_relay__log_setup(int level, FILE* out);
-int tmk_relay__log_level(void);
 /* Parses "error", "warn", "info", "debug". Returns the level or -1. */
 int tmk_relay__log_parse_level(const char* s);
 #if defined(__GNUC__)
@@ -119,8 +118,6 @@ int tmk__store_live_attach(tmk__store* st, uint64_t* cursor);
 void tmk__store_live_detach(tmk__store* st);
 int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* out, size_t cap,
                          uint64_t* skipped);
-/* Bytes one stored zone costs in chunk memory (for the benchmark). */
-size_t tmk__store_zone_bytes(void);
 
 /* =============================================================================================
  * Recording format (relay_recording.c) — docs/RECORDING.md

@@ -13,7 +13,8 @@
 /* ---------------------------------------------------------------------------------------------
  * Addresses
  * ------------------------------------------------------------------------------------------- */
-void tmk__addr_str(const struct sockaddr* sa, char* out, size_t cap) {
+/* Formats a sockaddr as "ip:port". */
+static void addr_str(const struct sockaddr* sa, char* out, size_t cap) {
   char ip[64] = "?";
   int port = 0;
   if (sa->sa_family == AF_INET) {
@@ -38,7 +39,8 @@ static void ip_str(const struct sockaddr* sa, char* out, size_t cap) {
   else snprintf(out, cap, "?");
 }
 
-int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b) {
+/* 1 if both addresses have the same IP (ports ignored). */
+static int same_ip(const struct sockaddr* a, const struct sockaddr* b) {
   if (a->sa_family != b->sa_family) return 0;
   if (a->sa_family == AF_INET)
     return memcmp(&((const struct sockaddr_in*)(const void*)a)->sin_addr,
@@ -65,7 +67,7 @@ typedef struct src_ctx {
 static const char* src_name(src_ctx* sc) {
   if (!sc->have) {
     if (sc->conn) snprintf(sc->str, sizeof sc->str, "%s", sc->conn->peer_str);
-    else tmk__addr_str(sc->addr, sc->str, sizeof sc->str);
+    else addr_str(sc->addr, sc->str, sizeof sc->str);
     sc->have = 1;
   }
   return sc->str;
@@ -170,7 +172,7 @@ static uint32_t sessions_from_ip(tmk_relay* r, const struct sockaddr* src) {
     if (s->replay || s->ended) continue;
     const struct sockaddr* a =
         s->conn ? (const struct sockaddr*)&s->conn->peer : (const struct sockaddr*)&s->addr;
-    if ((s->has_addr || s->conn) && tmk__same_ip(a, src)) n++;
+    if ((s->has_addr || s->conn) && same_ip(a, src)) n++;
   }
   return n;
 }
@@ -225,7 +227,7 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
   if (c) {
     if (s->conn == c) return 0;
     /* A session moves to TCP (or reconnects) only with a HELLO from the same host. */
-    if (!is_hello || !tmk__same_ip(bound, src)) return -1;
+    if (!is_hello || !same_ip(bound, src)) return -1;
     if (c->session && c->session != s) return -1;
     s->conn = c;
     c->session = s;
@@ -237,7 +239,7 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
     pthread_mutex_unlock(&s->mu);
     return 0;
   }
-  if (!tmk__same_ip(bound, src)) return -1;
+  if (!same_ip(bound, src)) return -1;
   if (!s->conn && is_hello) memcpy(&s->addr, src, addr_len(src)); /* port may change */
   return 0;
 }
@@ -524,11 +526,11 @@ static void on_connection(uv_stream_t* server, int status) {
   }
   int alen = sizeof c->peer;
   uv_tcp_getpeername(&c->tcp, (struct sockaddr*)&c->peer, &alen);
-  tmk__addr_str((const struct sockaddr*)&c->peer, c->peer_str, sizeof c->peer_str);
+  addr_str((const struct sockaddr*)&c->peer, c->peer_str, sizeof c->peer_str);
   uint32_t same = 0;
   for (tmk__conn* o = r->conns; o; o = o->next)
     if (o != c && !o->closing &&
-        tmk__same_ip((const struct sockaddr*)&o->peer, (const struct sockaddr*)&c->peer))
+        same_ip((const struct sockaddr*)&o->peer, (const struct sockaddr*)&c->peer))
       same++;
   if (r->nconns > TMK__MAX_CONNS || same >= per_source_limit(r)) {
     char ip[64];

@@ -186,10 +186,4 @@ void tmk__control_drain(tmk_relay* r);
 int tmk__http_start(tmk_relay* r);
 void tmk__http_stop(tmk_relay* r);
 
-/* ---- relay_ingest.c (addresses) ---------------------------------------------------------- */
-/* Formats a sockaddr as "ip:port". */
-void tmk__addr_str(const struct sockaddr* sa, char* out, size_t cap);
-/* 1 if both addresses have the same IP (ports ignored). */
-int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b);
-
 #endif /* TMK_RELAY_INTERNAL_H */

@@ -19,8 +19,6 @@ void tmk_relay__log_setup(int level, FILE* out) {
   g_out = out;
 }
 
-int tmk_relay__log_level(void) { return g_level; }
-
 int tmk_relay__log_parse_level(const char* s) {
   for (int i = 0; i < 4; i++)
     if (strcmp(s, k_names[i]) == 0) return i;

@@ -111,7 +111,6 @@ struct tmk__store {
   uint32_t followers;
 };
 
-size_t tmk__store_zone_bytes(void) { return sizeof(zrec); }
 
 tmk__store* tmk__store_new(size_t budget) {
   tmk__store* st = calloc(1, sizeof *st);
