@@ -35,8 +35,8 @@ extern "C" {
  *
  * Sessions are named by a string id: 16 lowercase hex digits of the agent's session id for live
  * sessions, the file name without extension for opened recordings and agent files.
- * Times are nanoseconds of the agent's timer (ticks converted with the HELLO's frequency;
- * 1 tick = 1 ns until a HELLO says otherwise).
+ * Times are nanoseconds of the agent's timer: floor(ticks * 1e9 / HELLO frequency), 1 tick = 1 ns
+ * until a HELLO says otherwise; a duration is ns(start + duration) - ns(start) (docs/API.md).
  * ============================================================================================= */
 
 typedef struct tmk_relay tmk_relay;
@@ -108,7 +108,9 @@ enum { TMK_RELAY_ZONE_MARKER = 1 }; /* the zone is a paired MARKER_BEGIN/END */
 
 typedef struct tmk_relay_zone {
   uint64_t start_ns, dur_ns;
-  uint32_t thread, site, depth, flags;
+  uint32_t thread, site;
+  uint32_t depth; /* capped at 255 by the store (the live ring carries it as decoded) */
+  uint32_t flags; /* TMK_RELAY_ZONE_* */
 } tmk_relay_zone;
 
 enum {
