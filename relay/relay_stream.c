@@ -149,7 +149,7 @@ struct tmk__stream {
   pthread_cond_t cv;
   uint64_t gen;
   client* clients;
-  tmk_relay_ws_stats stats;
+  tmk_relay_stream_stats stats;
   char team_override[32][64]; /* immutable after tmk__stream_new */
 };
 
@@ -171,7 +171,7 @@ void tmk__stream_free(tmk__stream* st) {
   free(st);
 }
 
-void tmk__stream_get_stats(tmk__stream* st, tmk_relay_ws_stats* out) {
+void tmk__stream_get_stats(tmk__stream* st, tmk_relay_stream_stats* out) {
   pthread_mutex_lock(&st->mu);
   *out = st->stats;
   pthread_mutex_unlock(&st->mu);

@@ -19,6 +19,6 @@ void tmk__stream_free(tmk__stream* st);
 /* Installs /api/stream on ctx and becomes r's data listener. */
 void tmk__stream_register(tmk__stream* st, struct mg_context* ctx, tmk_relay* r,
                           tmk__stream_auth_fn authorize, void* auth_ud);
-void tmk__stream_get_stats(tmk__stream* st, tmk_relay_ws_stats* out);
+void tmk__stream_get_stats(tmk__stream* st, tmk_relay_stream_stats* out);
 
 #endif /* TMK_RELAY_STREAM_H */

@@ -164,6 +164,6 @@ void tmk_relay_web_destroy(tmk_relay_web* w) {
   free(w);
 }
 
-void tmk_relay_web_get_stats(tmk_relay_web* w, tmk_relay_ws_stats* out) {
+void tmk_relay_web_get_stats(tmk_relay_web* w, tmk_relay_stream_stats* out) {
   tmk__stream_get_stats(w->stream, out);
 }

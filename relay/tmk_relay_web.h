@@ -45,13 +45,13 @@ int tmk_relay_web_make_token(char* out, size_t cap);
 int tmk_relay_web_is_loopback(const char* host);
 
 /* Live-stream counters over all WebSocket clients of one dashboard. */
-typedef struct tmk_relay_ws_stats {
+typedef struct tmk_relay_stream_stats {
   unsigned clients;            /* connected now */
   unsigned long long messages; /* binary messages sent */
   unsigned long long bytes;    /* bytes sent */
   unsigned long long coalesced;/* times a slow client skipped live items */
-} tmk_relay_ws_stats;
-void tmk_relay_web_get_stats(tmk_relay_web* w, tmk_relay_ws_stats* out);
+} tmk_relay_stream_stats;
+void tmk_relay_web_get_stats(tmk_relay_web* w, tmk_relay_stream_stats* out);
 
 #ifdef __cplusplus
 }
