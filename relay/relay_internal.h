@@ -95,7 +95,6 @@ struct tmk_relay {
   uv_loop_t* loop;              /* = &loop_storage */
   uv_loop_t loop_storage;
   uv_async_t stop_async;        /* tmk_relay_stop -> the loop */
-  int running;
   uv_udp_t udp;
   uv_tcp_t tcp;
   uv_timer_t tick;

@@ -194,9 +194,7 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
 }
 
 int tmk_relay_run(tmk_relay* r) {
-  r->running = 1;
   uv_run(r->loop, UV_RUN_DEFAULT);
-  r->running = 0;
   tmk_relay__log(TMK_LOG_INFO, "stopped");
   return 0;
 }
