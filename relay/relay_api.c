@@ -689,7 +689,7 @@ static int log_message(const struct mg_connection* conn, const char* msg) {
   tmk_relay* r = ctx ? mg_get_user_data(ctx) : NULL;
   if (r && !r->http && !r->http_start_error[0])
     snprintf(r->http_start_error, sizeof r->http_start_error, "%s", msg);
-  tmk_relay__log(TMK_LOG_DEBUG, "http: %s", msg);
+  if (r) tmk_relay__log(&r->log, TMK_LOG_DEBUG, "http: %s", msg);
   return 1;
 }
 
@@ -712,7 +712,7 @@ int tmk__http_start(tmk_relay* r) {
   r->http_start_error[0] = 0;
   r->http = mg_start(&cb, r, options);
   if (!r->http) {
-    tmk_relay__log(TMK_LOG_ERROR, "cannot serve HTTP on %s: %s (port in use? choose another with "
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "cannot serve HTTP on %s: %s (port in use? choose another with "
              "--http)", ports, r->http_start_error[0] ? r->http_start_error : "civetweb failed to start");
     return TMK_ESOCKET;
   }

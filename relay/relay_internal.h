@@ -92,6 +92,7 @@ typedef struct tmk__cmd tmk__cmd;
 
 struct tmk_relay {
   tmk_relay_config cfg;
+  tmk__logger log;              /* desc.log; thread-safe */
   uv_loop_t* loop;              /* = &loop_storage */
   uv_loop_t loop_storage;
   uv_async_t stop_async;        /* tmk_relay_stop -> the loop */

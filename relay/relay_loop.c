@@ -92,7 +92,7 @@ static void stats_line(tmk_relay* r, uint64_t now) {
   uint64_t d_rec = records - r->records_at_last_stats, d_lost = lost - r->lost_at_last_stats;
   uint64_t d_pk = packets - r->packets_at_last_stats;
   uint64_t garbage = atomic_load(&r->garbage);
-  tmk_relay__log(TMK_LOG_INFO,
+  tmk_relay__log(&r->log, TMK_LOG_INFO,
            "stats: %u sessions (%u live), %.0f records/s, %.0f packets/s, lost %llu of %llu "
            "packets (%.3f%%), %llu bad packets",
            r->nsessions, live, (double)d_rec / secs, (double)d_pk / secs,
@@ -126,7 +126,7 @@ static void on_tick(uv_timer_t* t) {
 static void on_stop(uv_async_t* h) {
   tmk_relay* r = h->data;
   if (r->stopping) return;
-  tmk_relay__log(TMK_LOG_INFO, "stopping (flushing recordings)");
+  tmk_relay__log(&r->log, TMK_LOG_INFO, "stopping (flushing recordings)");
   tmk__ingest_stop(r);
   tmk__control_drain(r);
   tmk__sessions_shutdown(r);
@@ -156,6 +156,7 @@ static void relay_free(tmk_relay* r) {
   free(r->udp_buf);
   pthread_mutex_destroy(&r->reg_mu);
   pthread_mutex_destroy(&r->cmd_mu);
+  tmk__logger_free(&r->log);
   free(r);
 }
 
@@ -163,8 +164,10 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
   *out = NULL;
   tmk_relay_desc zero;
   memset(&zero, 0, sizeof zero);
+  const tmk_relay_desc* d = desc ? desc : &zero;
   tmk_relay_config cfg;
-  if (config_from_desc(desc ? desc : &zero, &cfg) != 0) return TMK_EINVAL;
+  if (config_from_desc(d, &cfg) != 0 || d->log.level < 0 || d->log.level > TMK_LOG_DEBUG)
+    return TMK_EINVAL;
   tmk_relay* r = calloc(1, sizeof *r);
   if (!r) return TMK_ENOMEM;
   r->cfg = cfg;
@@ -174,6 +177,7 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
     free(r);
     return TMK_ENOMEM;
   }
+  tmk__logger_init(&r->log, d->log.fn, d->log.ud, d->log.level);
   r->loop = &r->loop_storage;
   pthread_mutex_init(&r->reg_mu, NULL);
   pthread_mutex_init(&r->cmd_mu, NULL);
@@ -195,7 +199,7 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
 
 int tmk_relay_run(tmk_relay* r) {
   uv_run(r->loop, UV_RUN_DEFAULT);
-  tmk_relay__log(TMK_LOG_INFO, "stopped");
+  tmk_relay__log(&r->log, TMK_LOG_INFO, "stopped");
   return 0;
 }
 

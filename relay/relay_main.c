@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -249,6 +250,18 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
  * ------------------------------------------------------------------------------------------- */
 static tmk_relay* g_relay; /* for the signal handler only */
 
+/* main's own lines go to the same logger as the relay's. */
+static void log_info(const cli_opts* cfg, const char* fmt, ...) TMK__PRINTF(2, 3);
+static void log_info(const cli_opts* cfg, const char* fmt, ...) {
+  if (cfg->log_level < TMK_LOG_INFO) return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  tmk_relay_log_to_file(stderr, TMK_LOG_INFO, line);
+}
+
 static void on_signal(int signum) {
   (void)signum;
   tmk_relay_stop(g_relay); /* uv_async_send: async-signal-safe */
@@ -285,7 +298,6 @@ int main(int argc, char** argv) {
   int rc = parse_args(argc, argv, &cfg);
   if (rc < 0) return 0;
   if (rc > 0) return rc;
-  tmk_relay__log_setup(cfg.log_level, stderr);
   if ((rc = check_data_dir(cfg.data_dir)) != 0) return rc;
   signal(SIGPIPE, SIG_IGN);
   signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the write (EFBIG), it must not kill us */
@@ -302,6 +314,9 @@ int main(int argc, char** argv) {
   desc.session_memory = cfg.session_memory;
   desc.reorder_packets = cfg.reorder_packets;
   desc.reorder_ms = cfg.reorder_ms;
+  desc.log.fn = tmk_relay_log_to_file;
+  desc.log.ud = stderr;
+  desc.log.level = cfg.log_level;
 
   /* The dashboard: embedded page, live stream, token when --http is not loopback. */
   tmk_relay_web* web = NULL;
@@ -341,12 +356,12 @@ int main(int argc, char** argv) {
 
   int http_port = tmk_relay_http_port(r);
   if (cfg.http_port >= 0)
-    tmk_relay__log(TMK_LOG_INFO, "telemark-relay %s: listening on %s:%d (udp+tcp), http://%s:%d/, "
+    log_info(&cfg, "telemark-relay %s: listening on %s:%d (udp+tcp), http://%s:%d/, "
              "data in %s%s", TMK_RELAY_VERSION, cfg.listen_host, tmk_relay_listen_port(r),
              cfg.http_host, http_port, cfg.data_dir,
              cfg.record_all ? ", recording all sessions" : "");
   else
-    tmk_relay__log(TMK_LOG_INFO, "telemark-relay %s: listening on %s:%d (udp+tcp), http off, data in "
+    log_info(&cfg, "telemark-relay %s: listening on %s:%d (udp+tcp), http off, data in "
              "%s%s", TMK_RELAY_VERSION, cfg.listen_host, tmk_relay_listen_port(r), cfg.data_dir,
              cfg.record_all ? ", recording all sessions" : "");
 

@@ -235,6 +235,13 @@ typedef void (*tmk_relay_http_hook)(struct mg_context* ctx, tmk_relay* r, void* 
 
 #define TMK_RELAY_MAX_HOOKS 4
 
+/* Log levels; a logger gets every line at or below the desc's level. */
+enum { TMK_RELAY_LOG_ERROR = 1, TMK_RELAY_LOG_WARN = 2, TMK_RELAY_LOG_INFO = 3, TMK_RELAY_LOG_DEBUG = 4 };
+/* Receives one log line (no newline) from any relay thread; must be thread-safe. */
+typedef void (*tmk_relay_log_fn)(void* ud, int level, const char* line);
+/* The stock logger: "HH:MM:SS.mmm level line" on the FILE* `file` (NULL = stderr). */
+void tmk_relay_log_to_file(void* file, int level, const char* line);
+
 /* Zero-initialise and set what differs from the default; 0 / NULL always means the default.
  * telemark-relay (relay_main.c) fills it from its flags, with the CLI's own defaults. */
 typedef struct tmk_relay_desc {
@@ -249,6 +256,11 @@ typedef struct tmk_relay_desc {
   uint32_t reorder_packets;  /* reorder window in packets; 0 = 256 (2..65536) */
   uint32_t reorder_ms;       /* reorder window in ms; 0 = 100 (1..60000) */
   uint32_t stats_interval_ms;/* period of the "stats:" log line; 0 = 10000 */
+  struct {
+    tmk_relay_log_fn fn;     /* NULL = silent */
+    void* ud;
+    int level;               /* TMK_RELAY_LOG_*; 0 = TMK_RELAY_LOG_INFO */
+  } log;
   struct {
     tmk_relay_http_hook fn;  /* NULL = unused slot */
     void* ud;
