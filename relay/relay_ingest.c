@@ -608,9 +608,10 @@ int tmk__ingest_start(tmk_relay* r) {
     uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
   uv_recv_buffer_size((uv_handle_t*)&r->udp, &granted); /* 0 reads it (Linux reports double) */
   if (granted < RCVBUF_WANTED)
-    tmk__log(TMK_LOG_WARN, "udp receive buffer is %d KiB, not the %d KiB asked for: bursts from "
-             "agents may be lost; raise net.core.rmem_max (sysctl) to at least %d",
-             granted / 1024, RCVBUF_WANTED / 1024, RCVBUF_WANTED);
+    tmk_relay__log(&r->log, TMK_LOG_WARN,
+                   "udp receive buffer is %d KiB, not the %d KiB asked for: bursts from agents "
+                   "may be lost; raise net.core.rmem_max (sysctl) to at least %d",
+                   granted / 1024, RCVBUF_WANTED / 1024, RCVBUF_WANTED);
   rc = uv_udp_recv_start(&r->udp, udp_alloc, udp_recv);
   if (rc) {
     tmk_relay__log(&r->log, TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));
