@@ -165,6 +165,9 @@ int tmk_agent_set_filter(int level, uint32_t verbosity_mask);
 int tmk_agent_get_stats(tmk_agent_stats* out);
 /* Names the calling thread (sent as THREAD_NAME; at most 31 bytes kept). */
 void tmk_thread_name(const char* name);
+/* Gives the calling thread's slot back now; what it recorded is still sent. Ports that notice
+ * thread exit do this by themselves (docs/PORTING.md); elsewhere call it before a thread ends. */
+void tmk_thread_exit(void);
 /* Names verbosity bit `bit` (0..31); the string must outlive the agent. Returns 0 or
  * TMK_EINVAL. */
 int tmk_team_name(unsigned bit, const char* name);
@@ -318,6 +321,7 @@ static inline int tmk_agent_get_stats(tmk_agent_stats* s) {
   return TMK_ESTATE;
 }
 static inline void tmk_thread_name(const char* n) { (void)n; }
+static inline void tmk_thread_exit(void) {}
 static inline int tmk_team_name(unsigned b, const char* n) {
   (void)b, (void)n;
   return 0;

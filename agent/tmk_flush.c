@@ -1,7 +1,9 @@
 /* tmk_flush.c — the flusher: drains every thread's ring, registers call sites, sorts zones into
  * depth-first order, encodes DATA packets with protocol/ (compressing when it can) and hands
  * them to the transport; re-sends descriptors, names, clock sync and cumulative drop counts
- * every 2 s (docs/PROTOCOL.md §5.1, §5.9). Runs on the flusher thread or in tmk_agent_pump(). */
+ * every 2 s (docs/PROTOCOL.md §5.1, §5.9); says HELLO and BYE and applies what the relay sends
+ * back (WELCOME, REJECT, CONTROL: §6), which the transport hands over. Owns the run-time filter.
+ * Runs on the flusher thread or in tmk_agent_pump(). */
 #include <string.h>
 
 #include "tmk_agent_internal.h"
@@ -9,6 +11,25 @@
 #define META_INTERVAL_MS 2000u
 #define HELLO_INTERVAL_MS 2000u
 #define NO_THREAD 0xFFFFFFFFu
+/* How long a full socket may hold up a send: the flusher thread can wait; tmk_agent_pump() runs
+ * on the game's thread and must not. */
+#define SEND_WAIT_MS(g) ((g)->has_flusher_thread ? 1000u : 2u)
+
+uint32_t tmk__filter[8];
+
+void tmk__apply_filter(uint32_t level, uint32_t mask) {
+  uint32_t s;
+  tmk__g.level = level;
+  tmk__g.mask = mask;
+  for (s = 0; s < 8; s++) {
+    uint32_t v = (s < TMK_SEV_COUNT && s <= level && tmk__g.running) ? mask : 0u;
+    tmk_port_store32_relaxed(&tmk__filter[s], v);
+  }
+}
+
+static int is_socket(const tmk__agent* g) {
+  return g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP;
+}
 
 /* ============================================================================================
  * Packets
@@ -24,13 +45,13 @@ static int send_packet(void) {
   tmk_proto_writer_reset(&g->w);
   g->w_thread = 0;
   if (n < 0) {
-    tmk__log(TMK_SEV_ERROR, "telemark: packet encoding failed: %s", tmk_strerror(n));
+    tmk__log(&g->desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed: %s", tmk_strerror(n));
     g->drops[TMK_DROP_SEND_FAILED]++;
     return 0;
   }
   g->seq++;
   if (g->rejected) return 0;
-  rc = tmk__transport_send(g->out + 3, (size_t)n);
+  rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
   if (rc < 0) {
     g->drops[TMK_DROP_SEND_FAILED]++;
     return 0;
@@ -107,7 +128,7 @@ static void emit(const rec* r, uint32_t thread) {
   tmk__g.drops[TMK_DROP_TOO_BIG]++;
 }
 
-/* Returns the site's id for this session, registering it (and sending its SITE) on first use. */
+/* Writes the SITE record describing s (its id already assigned by site_id). */
 static void emit_site(tmk_site* s) {
   tmk_proto_site ps;
   rec r;
@@ -134,6 +155,7 @@ static void emit_site(tmk_site* s) {
   emit(&r, NO_THREAD);
 }
 
+/* Returns the site's id for this session, registering it (and sending its SITE) on first use. */
 static uint32_t site_id(tmk_site* s) {
   if (!s) return 0;
   if (s->gen == tmk__g.gen && s->id) return s->id;
@@ -332,7 +354,7 @@ static void emit_meta(void) {
     emit(&r, NO_THREAD);
   }
   for (i = 0; i < 32; i++) {
-    const char* name = (const char*)tmk_port_loadptr_acquire(&g->team_names[i]);
+    const char* name = g->team_names[i] /* set under the lock */;
     size_t len;
     if (!name) continue;
     len = strlen(name);
@@ -364,6 +386,110 @@ static void update_clock_extension(void) {
 }
 
 /* ============================================================================================
+ * Session: HELLO out, WELCOME / REJECT / CONTROL in (§6)
+ * ========================================================================================== */
+
+int tmk__send_hello(void) {
+  tmk__agent* g = &tmk__g;
+  tmk_proto_hello h;
+  int n;
+  memset(&h, 0, sizeof h);
+  h.proto_version = TMK_PROTO_VERSION;
+  h.agent_version.ptr = "0.1.0";
+  h.agent_version.len = 5;
+  h.program.ptr = g->program;
+  h.program.len = (uint32_t)strlen(g->program);
+  if (h.program.len > TMK_PROTO_MAX_STRING) h.program.len = TMK_PROTO_MAX_STRING;
+  h.platform.ptr = TMK_PORT_PLATFORM;
+  h.platform.len = (uint32_t)strlen(TMK_PORT_PLATFORM);
+  h.arch.ptr = TMK_PORT_ARCH;
+  h.arch.len = (uint32_t)strlen(TMK_PORT_ARCH);
+  h.big_endian = (uint8_t)tmk_proto_host_big_endian();
+  h.pointer_size = (uint8_t)sizeof(void*);
+  h.timer_freq = g->freq;
+  h.caps = (g->lz4_on ? TMK_CAP_LZ4 : 0u) | (is_socket(g) ? TMK_CAP_CONTROL : 0u) |
+           (g->tr.kind == TMK_TRANSPORT_TCP ? TMK_CAP_TCP : 0u);
+  h.max_packet = g->max_packet;
+  g->last_hello_ms = tmk__ms();
+  if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
+  n = tmk_proto_encode_hello(g->out + 3, g->out_cap - 3u, g->session_id, &h);
+  if (n < 0) return n;
+  return tmk__transport_send(&g->tr, g->out + 3, (size_t)n, g->last_hello_ms);
+}
+
+static void handle_packet(const uint8_t* p, size_t len) {
+  tmk__agent* g = &tmk__g;
+  tmk_proto_reader r;
+  if (tmk_proto_open(&r, p, len, NULL, 0) < 0) return;
+  if (r.hdr.session_id != g->session_id && r.hdr.session_id != 0) return; /* not for us */
+  switch (r.hdr.type) {
+    case TMK_PKT_WELCOME: {
+      tmk_proto_welcome w;
+      if (tmk_proto_read_welcome(&r, &w) == 0 && !g->welcomed) {
+        g->welcomed = 1;
+        tmk__log(&g->desc.logger, TMK_SEV_INFO, "telemark: relay %.*s welcomed session %016llx",
+                 (int)w.relay_version.len, w.relay_version.ptr,
+                 (unsigned long long)g->session_id);
+      }
+      break;
+    }
+    case TMK_PKT_REJECT: {
+      tmk_proto_reject rj;
+      if (tmk_proto_read_reject(&r, &rj) == 0 && !g->rejected) {
+        g->rejected = 1;
+        tmk__log(&g->desc.logger, TMK_SEV_ERROR,
+                 "telemark: relay rejected this agent (reason %u): %.*s", (unsigned)rj.reason,
+                 (int)rj.text.len, rj.text.ptr);
+      }
+      break;
+    }
+    case TMK_PKT_CONTROL: {
+      tmk_proto_control c;
+      if (tmk_proto_read_control(&r, &c) != 0) break;
+      if (g->has_control && c.seq <= g->control_seq) break; /* stale or repeated (§6.4) */
+      g->has_control = 1;
+      g->control_seq = c.seq;
+      g->control_applied++;
+      tmk__apply_filter(c.severity, c.verbosity);
+      tmk__log(&g->desc.logger, TMK_SEV_INFO,
+               "telemark: relay set level %s, verbosity 0x%08x (change %u)",
+               tmk_proto_severity_name(c.severity), (unsigned)c.verbosity, (unsigned)c.seq);
+      break;
+    }
+    default: break;
+  }
+}
+
+/* Connects the transport when due and applies what the relay sent. */
+static void talk_to_relay(void) {
+  tmk__agent* g = &tmk__g;
+  const uint8_t* pkt = NULL;
+  int i, n;
+  if (tmk__transport_tick(&g->tr, tmk__ms())) { /* a new connection may be a new relay */
+    g->welcomed = 0;
+    g->force_meta = 1;
+    tmk__send_hello();
+  }
+  for (i = 0; i < 64 && (n = tmk__transport_recv(&g->tr, &pkt, tmk__ms())) > 0; i++)
+    handle_packet(pkt, (size_t)n);
+}
+
+int tmk__flush_open(void) {
+  tmk__agent* g = &tmk__g;
+  return tmk__transport_open(&g->tr, &g->desc, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(g));
+}
+
+void tmk__flush_close(void) {
+  tmk__agent* g = &tmk__g;
+  int n;
+  if (!g->rejected) {
+    n = tmk_proto_encode_bye(g->out + 3, g->out_cap - 3u, g->session_id);
+    if (n > 0) tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
+  }
+  tmk__transport_close(&g->tr);
+}
+
+/* ============================================================================================
  * One cycle
  * ========================================================================================== */
 
@@ -372,11 +498,9 @@ int tmk__flush_cycle(int full) {
   uint64_t before = g->packets_sent, now;
   uint32_t i;
   update_clock_extension();
-  tmk__transport_tick(); /* may (re)connect and send a HELLO: read the time after it */
+  talk_to_relay(); /* may (re)connect and send a HELLO: read the time after it */
   now = tmk__ms();
-  if (!g->welcomed && !g->rejected &&
-      (g->transport == TMK_TRANSPORT_UDP || g->transport == TMK_TRANSPORT_TCP) &&
-      now - g->last_hello_ms >= HELLO_INTERVAL_MS)
+  if (!g->welcomed && !g->rejected && is_socket(g) && now - g->last_hello_ms >= HELLO_INTERVAL_MS)
     tmk__send_hello();
   if (g->force_meta || now - g->last_meta_ms >= META_INTERVAL_MS) {
     g->force_meta = 0;
@@ -398,12 +522,4 @@ int tmk__flush_cycle(int full) {
   emit_drops(0);
   send_packet();
   return (int)(g->packets_sent - before);
-}
-
-int tmk__send_bye(void) {
-  int n;
-  if (tmk__g.rejected) return 0;
-  n = tmk_proto_encode_bye(tmk__g.out + 3, tmk__g.out_cap - 3u, tmk__g.session_id);
-  if (n < 0) return n;
-  return tmk__transport_send(tmk__g.out + 3, (size_t)n);
 }

@@ -8,6 +8,7 @@
 
 #include "agent_test_util.h"
 #include "tmk_port.h"
+#include "tmk_port_posix.h"
 
 #define ITER 1500
 #define PRODUCERS 2
