@@ -11,6 +11,7 @@ pkgs=(
   gcc-powerpc-linux-gnu gcc-mipsel-linux-gnu qemu-user   # big-endian / 32-bit tests
   chromium nodejs                          # dashboard browser tests
   python3                                  # relay integration test driver
+  gcc-mingw-w64-x86-64 wine wine64         # Windows port, run under wine (tests/win32)
 )
 
 missing=()
