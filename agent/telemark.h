@@ -101,6 +101,10 @@ typedef struct tmk_agent_stats {
   uint64_t drops[TMK_DROP_REASON_COUNT]; /* cumulative, per TMK_DROP_* reason */
   uint64_t packets_sent;                 /* DATA packets handed to the transport */
   uint64_t bytes_sent;                   /* all bytes handed to the transport */
+  uint64_t zones_sent;   /* zones in DATA packets the transport took */
+  uint64_t zones_unsent; /* zones in DATA packets that failed to go (TMK_DROP_SEND_FAILED) or
+                            were held back after a REJECT. Every zone recorded is in exactly one
+                            of zones_sent, zones_unsent, drops[] */
   uint64_t session_id;
   uint64_t ticks_per_second;
   uint32_t max_threads;
@@ -143,7 +147,12 @@ typedef struct tmk_zone_ctx {
  * API
  * ------------------------------------------------------------------------------------------- */
 
-/* Starts the agent with `bytes` of caller memory at `arena` (8 KB at least; it must stay valid
+/* The smallest arena tmk_agent_init accepts: one thread slot with a 256-byte ring and 512-byte
+ * packets, when the arena is 64-byte aligned (an unaligned one needs up to 63 bytes more). */
+#define TMK_ARENA_MIN 2624u
+
+/* Starts the agent with `bytes` of caller memory at `arena` (TMK_ARENA_MIN at least, 8 KB or
+ * more for a few threads; it must stay valid
  * until tmk_agent_shutdown). desc may be NULL for all defaults. Returns 0 or a negative TMK_E*
  * code: TMK_ENOMEM (arena too small), TMK_EINVAL, TMK_ESTATE (already running), TMK_EIO (file
  * transport cannot create its file), TMK_ESOCKET / TMK_ENOTFOUND (no socket / unknown host). */

@@ -347,7 +347,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   int rc;
 
   if (tmk__g.running) return TMK_ESTATE;
-  if (!arena || bytes < 1024) return arena ? TMK_ENOMEM : TMK_EINVAL;
+  if (!arena || bytes < TMK_ARENA_MIN) return arena ? TMK_ENOMEM : TMK_EINVAL;
   if (desc) d = *desc;
   else memset(&d, 0, sizeof d);
   if (d.level < 0 || d.level > TMK_LEVEL(TMK_SEV_TRACE)) return TMK_EINVAL;
@@ -492,7 +492,6 @@ int tmk_agent_shutdown(void) {
   if (!tmk__g.running) return TMK_ESTATE;
   tmk__apply_filter(0, 0); /* new zones stop here */
   tmk_port_store32_release(&tmk__g.running, 0u);
-  tmk__apply_filter(0, 0);
 #if TMK_PORT_HAS_THREADS
   if (tmk__g.has_flusher_thread) {
     tmk_port_store32_release(&tmk__g.stop, 1u);
@@ -538,6 +537,8 @@ int tmk_agent_get_stats(tmk_agent_stats* out) {
   for (i = 0; i < TMK_DROP_REASON_COUNT; i++) out->drops[i] = tmk__g.drops[i];
   out->packets_sent = tmk__g.packets_sent;
   out->bytes_sent = tmk__g.tr.bytes_sent;
+  out->zones_sent = tmk__g.zones_sent;
+  out->zones_unsent = tmk__g.zones_unsent;
   out->session_id = tmk__g.session_id;
   out->ticks_per_second = tmk__g.freq;
   out->max_threads = tmk__g.nthreads;

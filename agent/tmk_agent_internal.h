@@ -112,6 +112,9 @@ typedef struct tmk__agent {
   uint32_t no_thread_seen;
   uint64_t clk_ext; /* flusher's 64-bit view of a wrapping override clock */
   uint64_t packets_sent;
+  uint64_t zones_sent;
+  uint64_t zones_unsent;
+  uint32_t pkt_zones; /* zones in the packet being written */
   uint64_t last_meta_ms;
   uint64_t last_hello_ms;
   uint64_t last_pump_ms;

@@ -38,25 +38,34 @@ static int is_socket(const tmk__agent* g) {
 /* Finishes the current packet and sends it. Returns 1 if a DATA packet went out. */
 static int send_packet(void) {
   tmk__agent* g = &tmk__g;
+  uint32_t zones = g->pkt_zones;
   int n, rc;
   if (tmk_proto_writer_empty(&g->w)) return 0;
   n = tmk_proto_finish(&g->w, g->session_id, g->seq, g->out + 3, g->out_cap - 3u,
                        g->lz4_on ? g->lz4_state : NULL);
   tmk_proto_writer_reset(&g->w);
   g->w_thread = 0;
+  g->pkt_zones = 0;
   if (n < 0) {
-    tmk__log(&g->desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed: %s", tmk_strerror(n));
+    tmk__log(&g->desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed: %s",
+             tmk_strerror(n));
     g->drops[TMK_DROP_SEND_FAILED]++;
+    g->zones_unsent += zones;
     return 0;
   }
   g->seq++;
-  if (g->rejected) return 0;
+  if (g->rejected) {
+    g->zones_unsent += zones;
+    return 0;
+  }
   rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
   if (rc < 0) {
     g->drops[TMK_DROP_SEND_FAILED]++;
+    g->zones_unsent += zones;
     return 0;
   }
   g->packets_sent++;
+  g->zones_sent += zones;
   return 1;
 }
 
@@ -193,7 +202,10 @@ static void flush_batch(uint32_t thread) {
   while (off < n) {
     int rc = select_thread(thread);
     if (rc == 0) rc = tmk_proto_put_zones(&g->w, z + off, n - off);
-    if (rc > 0) off += (size_t)rc;
+    if (rc > 0) {
+      off += (size_t)rc;
+      g->pkt_zones += (uint32_t)rc;
+    }
     if (off >= n) break;
     if ((rc < 0 && rc != TMK_ENOSPC) || (rc <= 0 && tmk_proto_writer_empty(&g->w))) {
       g->drops[TMK_DROP_TOO_BIG]++; /* cannot happen with sane limits; never loop forever */
