@@ -184,8 +184,8 @@ void tmk_thread_name(const char* name);
 /* Gives the calling thread's slot back now; what it recorded is still sent. Ports that notice
  * thread exit do this by themselves (docs/PORTING.md); elsewhere call it before a thread ends. */
 void tmk_thread_exit(void);
-/* Names verbosity bit `bit` (0..31); the string must outlive the agent. Returns 0 or
- * TMK_EINVAL. */
+/* Names verbosity bit `bit` (0..31) while the agent runs (before init: desc.team_names); the
+ * string must outlive the agent. Returns 0, TMK_EINVAL, or TMK_ESTATE when not running. */
 int tmk_team_name(unsigned bit, const char* name);
 /* Returns the agent's current time in its own ticks (what zones record), 0 when stopped. */
 uint64_t tmk_now(void);

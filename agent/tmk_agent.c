@@ -280,13 +280,9 @@ int tmk_agent_set_filter(int level, uint32_t verbosity_mask) {
 
 int tmk_team_name(unsigned bit, const char* name) {
   if (bit >= 32) return TMK_EINVAL;
-  if (!tmk__g.running) {
-    tmk__g.team_names[bit] = name;
-    return 0;
-  }
-  tmk__lock(1); /* the flusher reads team_names under the lock */
-  tmk__g.team_names[bit] = name;
-  tmk__g.force_meta = 1;
+  if (!tmk__g.running) return TMK_ESTATE;
+  tmk__lock(1);
+  tmk__flush_set_team(bit, name);
   tmk__unlock();
   return 0;
 }
@@ -342,6 +338,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   tmk_agent_desc d;
   uint8_t *p, *end;
   uint32_t max_packet, body_cap, i, threads, ring_bytes, slot_bytes;
+  tmk__flush_config fc;
   size_t lz4_size, remaining;
   uint32_t gen;
   int rc;
@@ -361,39 +358,32 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   gen = tmk__g.gen;
   memset(&tmk__g, 0, sizeof tmk__g);
   tmk__g.gen = gen;
+  if (!d.relay_host) d.relay_host = "127.0.0.1";
+  if (!d.relay_port) d.relay_port = TMK_PROTO_DEFAULT_PORT;
+  if (!d.program) d.program = "telemark-app";
+  if (!d.file_path) d.file_path = "telemark.tmk";
   tmk__g.desc = d;
-  if (d.relay_host && strlen(d.relay_host) >= sizeof tmk__g.host_buf) return TMK_EINVAL;
-  strcpy(tmk__g.host_buf, d.relay_host ? d.relay_host : "127.0.0.1");
-  tmk__g.host = tmk__g.host_buf;
-  if (!d.relay_port) tmk__g.desc.relay_port = TMK_PROTO_DEFAULT_PORT;
-  strncpy(tmk__g.program_buf, d.program ? d.program : "telemark-app",
-          sizeof tmk__g.program_buf - 1);
-  tmk__g.program = tmk__g.program_buf;
-  if (!d.file_path) tmk__g.desc.file_path = "telemark.tmk";
   tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
   tmk__g.overflow = (uint32_t)d.overflow;
-  for (i = 0; i < 32; i++) tmk__g.team_names[i] = d.team_names[i];
+  memset(&fc, 0, sizeof fc);
 
   /* ---- carve the arena ---- */
   max_packet = d.max_packet ? d.max_packet : (bytes < 32768 ? 512u : TMK_PROTO_DEFAULT_PACKET);
   if (max_packet < TMK_PROTO_MIN_PACKET || max_packet > TMK_PROTO_MAX_PACKET) return TMK_EINVAL;
-  tmk__g.max_packet = max_packet;
+  fc.max_packet = max_packet;
   body_cap = max_packet - TMK_PROTO_MAX_HEADER;
   p = (uint8_t*)arena;
   end = p + bytes;
-  tmk__g.body = carve(&p, end, body_cap);
-  tmk__g.out_cap = max_packet + 3u;
-  tmk__g.out = carve(&p, end, tmk__g.out_cap);
-  tmk__g.rx_cap = 512;
-  tmk__g.rx = carve(&p, end, tmk__g.rx_cap);
-  tmk__g.batch_cap = bytes >= (256u << 10) ? 1024u : bytes >= (32u << 10) ? 256u : 16u;
-  tmk__g.batch = (tmk_proto_zone*)(void*)carve(&p, end, tmk__g.batch_cap * sizeof(tmk_proto_zone));
-  if (!tmk__g.body || !tmk__g.out || !tmk__g.rx || !tmk__g.batch) return TMK_ENOMEM;
+  fc.body = carve(&p, end, body_cap);
+  fc.out = carve(&p, end, max_packet + 3u);
+  fc.rx_cap = 512;
+  fc.rx = carve(&p, end, fc.rx_cap);
+  fc.batch_cap = bytes >= (256u << 10) ? 1024u : bytes >= (32u << 10) ? 256u : 16u;
+  fc.batch = (tmk_proto_zone*)(void*)carve(&p, end, fc.batch_cap * sizeof(tmk_proto_zone));
+  if (!fc.body || !fc.out || !fc.rx || !fc.batch) return TMK_ENOMEM;
   lz4_size = tmk_proto_lz4_state_size();
-  if (lz4_size && !d.no_compression && bytes >= (128u << 10)) {
-    tmk__g.lz4_state = carve(&p, end, lz4_size);
-    tmk__g.lz4_on = tmk__g.lz4_state != NULL;
-  }
+  if (lz4_size && !d.no_compression && bytes >= (128u << 10))
+    fc.lz4_state = carve(&p, end, lz4_size);
   remaining = p < end ? (size_t)(end - p) : 0;
   slot_bytes = (uint32_t)((sizeof(tmk__thread) + 63u) & ~(size_t)63u) + 64u;
   threads = d.max_threads ? d.max_threads : 16u;
@@ -433,19 +423,13 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   if (threads == 0) return TMK_ENOMEM;
   tmk__g.nthreads = threads;
   tmk__g.ring_words = ring_bytes / 8u;
-  tmk_proto_writer_init(&tmk__g.w, tmk__g.body, body_cap);
 
   /* ---- clock ---- */
   if (d.clock.fn) {
     tmk__g.freq = d.clock.frequency;
     tmk__g.clk_bits = (d.clock.bits == 64) ? 0u : d.clock.bits;
     tmk__g.clk_user = d.clock.user_data;
-    tmk__g.clk_fn = d.clock.fn;
-    if (tmk__g.clk_bits) { /* seed the extension from the first reading */
-      uint64_t raw = d.clock.fn(d.clock.user_data) & ((1ull << tmk__g.clk_bits) - 1);
-      tmk__g.clk_ext = raw;
-      tmk__g.clk_e = (uint32_t)(raw >> (tmk__g.clk_bits - 1));
-    }
+    tmk__g.clk_fn = d.clock.fn; /* tmk__flush_open seeds the extension of a wrapping one */
   } else {
     /* Scale a fast counter down to at most ~250 MHz: finer ticks cost wire bytes, not insight. */
 #if TMK_PORT_FAST_TICKS_NS
@@ -457,9 +441,8 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
     tmk__g.freq = f >> tmk__g.shift;
   }
 
-  tmk__g.session_id = tmk_port_random64();
-  tmk__g.force_meta = 1;
-  rc = tmk__flush_open();
+  fc.session_id = tmk_port_random64();
+  rc = tmk__flush_open(&fc);
   if (rc < 0) return rc;
 
   tmk__g.running = 1;
@@ -467,9 +450,8 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   tmk_port_store32_release(&tmk__g.tls_tag, tls_tag_of(gen + 1u));
   tmk__apply_filter(d.level ? (uint32_t)(d.level - 1) : (uint32_t)TMK_SEV_INFO,
                     d.verbosity ? d.verbosity : 0xFFFFFFFFu);
-  tmk__log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: agent up, %u thread slot(s) x %u-byte rings, %s%s",
-           (unsigned)threads, (unsigned)ring_bytes, tmk__g.lz4_on ? "lz4, " : "",
-           tmk__transport_name(&tmk__g.tr));
+  tmk__log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: agent up, %u thread slot(s) x %u-byte rings",
+           (unsigned)threads, (unsigned)ring_bytes);
   tmk__lock(1);
   tmk__send_hello();
   tmk__unlock();
@@ -528,30 +510,14 @@ int tmk_agent_flush(void) {
 }
 
 int tmk_agent_get_stats(tmk_agent_stats* out) {
-  int i;
   if (!out) return TMK_EINVAL;
   memset(out, 0, sizeof *out);
   if (!tmk__g.running) return TMK_ESTATE;
   tmk__lock(1);
-  tmk__account_drops();
-  for (i = 0; i < TMK_DROP_REASON_COUNT; i++) out->drops[i] = tmk__g.drops[i];
-  out->packets_sent = tmk__g.packets_sent;
-  out->bytes_sent = tmk__g.tr.bytes_sent;
-  out->zones_sent = tmk__g.zones_sent;
-  out->zones_unsent = tmk__g.zones_unsent;
-  out->session_id = tmk__g.session_id;
+  tmk__flush_stats(out);
   out->ticks_per_second = tmk__g.freq;
   out->max_threads = tmk__g.nthreads;
   out->ring_bytes = tmk__g.ring_words * 8u;
-  out->max_packet = tmk__g.max_packet;
-  out->level = tmk__g.level;
-  out->verbosity = tmk__g.mask;
-  out->control_applied = tmk__g.control_applied;
-  out->transport = tmk__g.tr.kind;
-  out->connected = tmk__transport_ready(&tmk__g.tr);
-  out->welcomed = tmk__g.welcomed;
-  out->rejected = tmk__g.rejected;
-  out->lz4 = tmk__g.lz4_on;
   tmk__unlock();
   return 0;
 }

@@ -52,7 +52,9 @@ typedef struct tmk__thread {
   uint32_t index;
 } tmk__thread;
 
-/* ---- Agent state --------------------------------------------------------------------------*/
+/* ---- Agent state: the hot path's, owned by tmk_agent.c ------------------------------------
+ * The flusher (tmk_flush.c) owns its own state; from this one it drains the rings, reads the
+ * clock and publishes clk_e. */
 typedef struct tmk__agent {
   /* read by the hot path: keep together */
   uint32_t gen;     /* bumped by init and shutdown; TLS thread pointers of older gens are stale */
@@ -80,51 +82,10 @@ typedef struct tmk__agent {
 #if TMK_PORT_HAS_THREADS
   tmk_port_thread flusher;
 #endif
-  tmk_agent_desc desc;
-  const char* host;    /* -> host_buf: the caller's strings need not outlive init */
-  const char* program; /* -> program_buf */
-  char host_buf[256];
-  char program_buf[128];
-  const char* team_names[32];
-  uint64_t freq;
-  uint64_t session_id;
-  uint64_t seq;
-  uint32_t max_packet;
+  tmk_agent_desc desc; /* as given, defaults filled in; its strings are the caller's */
+  uint64_t freq;       /* agent ticks per second */
   uint32_t flush_interval_ms;
-  uint32_t level;
-  uint32_t mask;
-  int lz4_on;
-  void* lz4_state;
-  tmk_proto_writer w;
-  uint32_t w_thread;
-  uint8_t* body;
-  uint8_t* out; /* max_packet + 3: room for the stream length prefix */
-  uint32_t out_cap;
-  uint8_t* rx;
-  uint32_t rx_cap;
-  tmk_proto_zone* batch;
-  uint32_t batch_cap;
-  uint32_t batch_len;
-  tmk_site* sites;
-  uint32_t next_site_id;
-  uint64_t drops[TMK_DROP_REASON_COUNT];
-  uint64_t drops_sent[TMK_DROP_REASON_COUNT];
-  uint32_t no_thread_seen;
-  uint64_t clk_ext; /* flusher's 64-bit view of a wrapping override clock */
-  uint64_t packets_sent;
-  uint64_t zones_sent;
-  uint64_t zones_unsent;
-  uint32_t pkt_zones; /* zones in the packet being written */
-  uint64_t last_meta_ms;
-  uint64_t last_hello_ms;
   uint64_t last_pump_ms;
-  int force_meta;
-  int welcomed;
-  int rejected;
-  int has_control;
-  uint32_t control_seq;
-  uint32_t control_applied;
-  tmk__transport tr; /* owned by the flusher */
 } tmk__agent;
 
 extern tmk__agent tmk__g;
@@ -174,8 +135,26 @@ static inline int tmk__lock(int wait) {
 static inline void tmk__unlock(void) { tmk_port_store32_release(&tmk__g.flush_lock, 0u); }
 
 /* ---- tmk_flush.c (called with the lock held) ----------------------------------------------- */
-/* Opens the transport desc names (after the arena is carved). Returns 0 or a negative TMK_E*. */
-int tmk__flush_open(void);
+/* What tmk_agent_init hands the flusher: buffers carved from the arena and the session facts. */
+typedef struct tmk__flush_config {
+  uint64_t session_id;
+  uint32_t max_packet;
+  uint8_t* body; /* max_packet - TMK_PROTO_MAX_HEADER bytes */
+  uint8_t* out;  /* max_packet + 3 bytes: room for a stream length prefix */
+  uint8_t* rx;
+  uint32_t rx_cap;
+  tmk_proto_zone* batch;
+  uint32_t batch_cap;
+  void* lz4_state; /* NULL: no compression */
+} tmk__flush_config;
+
+/* Starts a session: takes the buffers, copies host and program, opens the transport desc
+ * names. Returns 0 or a negative TMK_E* code. */
+int tmk__flush_open(const tmk__flush_config* c);
+/* Fills the flusher's part of *out (drops, packets, session, filter, transport). */
+void tmk__flush_stats(tmk_agent_stats* out);
+/* Names verbosity bit `bit` (0..31) and resends metadata. */
+void tmk__flush_set_team(unsigned bit, const char* name);
 /* One flusher cycle: reads the relay's packets (applying WELCOME, REJECT, CONTROL), drains the
  * rings (every entry when full != 0), sends metadata when due. Returns DATA packets sent. */
 int tmk__flush_cycle(int full);
@@ -183,8 +162,6 @@ int tmk__flush_cycle(int full);
 int tmk__send_hello(void);
 /* Says BYE and closes the transport. */
 void tmk__flush_close(void);
-/* Adds the threads' drop counters into tmk__g.drops. */
-void tmk__account_drops(void);
 /* Sets the run-time filter tmk__filter[] (the flusher owns it: CONTROL packets set it too). */
 void tmk__apply_filter(uint32_t level, uint32_t mask);
 

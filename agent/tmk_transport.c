@@ -185,7 +185,7 @@ int tmk__transport_send(tmk__transport* tr, uint8_t* packet, size_t len, uint64_
 #if TMK_PORT_HAS_SOCKETS
   if (tr->kind == TMK_TRANSPORT_UDP) {
     int n = tmk_port_send(&tr->sock, packet, len);
-    uint32_t wait = tr->send_wait_ms < 5u ? tr->send_wait_ms : 5u;
+    uint32_t wait = tr->send_wait_ms >= 5u ? 5u : 0u; /* a datagram waits 5 ms at most */
     if (n == TMK_EAGAIN && wait && tmk_port_wait_writable(&tr->sock, wait) > 0)
       n = tmk_port_send(&tr->sock, packet, len);
     if (n < 0) return n;

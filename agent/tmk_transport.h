@@ -14,7 +14,8 @@ typedef struct tmk__transport {
   uint16_t port;
   tmk_write_callback write;
   tmk_logger logger;
-  uint32_t send_wait_ms; /* how long a full socket may hold up one send (0: not at all) */
+  uint32_t send_wait_ms; /* how long a full TCP socket may hold up one send; UDP waits 5 ms
+                            when this is 5 or more, else never (the owner may change it) */
   /* owned state */
 #if TMK_PORT_HAS_SOCKETS
   tmk_port_sock sock;
