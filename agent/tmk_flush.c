@@ -90,7 +90,7 @@ static int send_packet(void) {
   g->w_thread = 0;
   g->pkt_zones = 0;
   if (n < 0) {
-    tmk__log(&tmk__g.desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed: %s",
+    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed: %s",
              tmk_strerror(n));
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
@@ -482,7 +482,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
       tmk_proto_welcome w;
       if (tmk_proto_read_welcome(&r, &w) == 0 && !g->welcomed) {
         g->welcomed = 1;
-        tmk__log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: relay %.*s welcomed session %016llx",
+        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: relay %.*s welcomed session %016llx",
                  (int)w.relay_version.len, w.relay_version.ptr,
                  (unsigned long long)g->session_id);
       }
@@ -492,7 +492,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
       tmk_proto_reject rj;
       if (tmk_proto_read_reject(&r, &rj) == 0 && !g->rejected) {
         g->rejected = 1;
-        tmk__log(&tmk__g.desc.logger, TMK_SEV_ERROR,
+        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR,
                  "telemark: relay rejected this agent (reason %u): %.*s", (unsigned)rj.reason,
                  (int)rj.text.len, rj.text.ptr);
       }
@@ -506,7 +506,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
       g->control_seq = c.seq;
       g->control_applied++;
       tmk__apply_filter(c.severity, c.verbosity);
-      tmk__log(&tmk__g.desc.logger, TMK_SEV_INFO,
+      tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO,
                "telemark: relay set level %s, verbosity 0x%08x (change %u)",
                tmk_proto_severity_name(c.severity), (unsigned)c.verbosity, (unsigned)c.seq);
       break;
@@ -558,7 +558,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
   if (rc == 0)
-    tmk__log(&d->logger, TMK_SEV_INFO, "telemark: session %016llx over %s%s",
+    tmk__agent_log(&d->logger, TMK_SEV_INFO, "telemark: session %016llx over %s%s",
              (unsigned long long)g->session_id, tmk__transport_name(&g->tr),
              g->lz4_on ? ", lz4" : "");
   return rc;

@@ -5,7 +5,7 @@
 
 #include "tmk_transport.h"
 
-void tmk__log(const tmk_logger* logger, int level, const char* fmt, ...) {
+void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
   char line[256];
   va_list ap;
   if (!logger || !logger->fn) return;
