@@ -102,6 +102,10 @@ typedef struct tmk_agent_desc {
   int manual_pump;            /* 1: no background thread, call tmk_agent_pump() (always so in
                                  TMK_NO_THREADS builds) */
   int no_compression;         /* 1: never LZ4, even when built with it */
+  int on_demand;              /* 1 (UDP/TCP): record nothing (one filter test a zone) until a
+                                 relay says WELCOME, and again once it is gone (TCP closed, or
+                                 no WELCOME to the 1 s HELLOs over UDP for 3 s). Not for one-way
+                                 links: they never hear WELCOME */
 } tmk_agent_desc;
 
 typedef struct tmk_agent_stats {

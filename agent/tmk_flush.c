@@ -10,6 +10,10 @@
 
 #define META_INTERVAL_MS 2000u
 #define HELLO_INTERVAL_MS 2000u
+/* desc.on_demand over UDP: HELLO this often while welcomed, and a relay that has not answered
+ * one for ON_DEMAND_GONE_MS is gone (recording stops). */
+#define ON_DEMAND_HELLO_MS 1000u
+#define ON_DEMAND_GONE_MS 3000u
 #define NO_THREAD 0xFFFFFFFFu
 /* How long a full socket may hold up a send: the flusher thread can wait; tmk_agent_pump() runs
  * on the game's thread and must not. */
@@ -48,6 +52,7 @@ typedef struct tmk__flusher {
   uint32_t pkt_zones; /* zones in the packet being written */
   uint64_t last_meta_ms;
   uint64_t last_hello_ms;
+  uint64_t last_welcome_ms;
   int force_meta;
   int welcomed;
   int rejected;
@@ -60,18 +65,35 @@ typedef struct tmk__flusher {
 static tmk__flusher F;
 uint32_t tmk__filter[8];
 
+static int is_socket(const tmk__flusher* g) {
+  return g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP;
+}
+
+/* Whether records may be taken: always, but with desc.on_demand over a socket only while a
+ * relay listens (it said WELCOME and is not gone). */
+static int listening(const tmk__flusher* g) {
+  return !tmk__g.desc.on_demand || !is_socket(g) || g->welcomed;
+}
+
 void tmk__apply_filter(uint32_t level, uint32_t mask) {
-  uint32_t s;
+  uint32_t s, on = tmk__g.running && listening(&F);
   F.level = level;
   F.mask = mask;
   for (s = 0; s < 8; s++) {
-    uint32_t v = (s < TMK_SEV_COUNT && s <= level && tmk__g.running) ? mask : 0u;
+    uint32_t v = (s < TMK_SEV_COUNT && s <= level && on) ? mask : 0u;
     tmk_port_store32_relaxed(&tmk__filter[s], v);
   }
 }
 
-static int is_socket(const tmk__flusher* g) {
-  return g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP;
+/* A relay answered (welcomed = 1) or went away (0): with desc.on_demand recording follows. */
+static void set_welcomed(tmk__flusher* g, int welcomed) {
+  if (g->welcomed == welcomed) return;
+  g->welcomed = welcomed;
+  if (!tmk__g.desc.on_demand || !is_socket(g)) return;
+  tmk__apply_filter(g->level, g->mask);
+  tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO,
+                 welcomed ? "telemark: a relay listens: recording (on demand)"
+                          : "telemark: the relay is gone: recording stops (on demand)");
 }
 
 /* ============================================================================================
@@ -480,8 +502,10 @@ static void handle_packet(const uint8_t* p, size_t len) {
   switch (r.hdr.type) {
     case TMK_PKT_WELCOME: {
       tmk_proto_welcome w;
-      if (tmk_proto_read_welcome(&r, &w) == 0 && !g->welcomed) {
-        g->welcomed = 1;
+      if (tmk_proto_read_welcome(&r, &w) != 0) break;
+      g->last_welcome_ms = tmk__ms();
+      if (!g->welcomed) {
+        set_welcomed(g, 1);
         tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: relay %.*s welcomed session %016llx",
                  (int)w.relay_version.len, w.relay_version.ptr,
                  (unsigned long long)g->session_id);
@@ -521,7 +545,7 @@ static void talk_to_relay(void) {
   const uint8_t* pkt = NULL;
   int i, n;
   if (tmk__transport_tick(&g->tr, tmk__ms())) { /* a new connection may be a new relay */
-    g->welcomed = 0;
+    set_welcomed(g, 0);
     g->force_meta = 1;
     tmk__send_hello();
   }
@@ -612,7 +636,13 @@ int tmk__flush_cycle(int full) {
   update_clock_extension();
   talk_to_relay(); /* may (re)connect and send a HELLO: read the time after it */
   now = tmk__ms();
-  if (!g->welcomed && !g->rejected && is_socket(g) && now - g->last_hello_ms >= HELLO_INTERVAL_MS)
+  if (g->welcomed && tmk__g.desc.on_demand && is_socket(g) &&
+      (!tmk__transport_ready(&g->tr) ||
+       (g->tr.kind == TMK_TRANSPORT_UDP && now - g->last_welcome_ms > ON_DEMAND_GONE_MS)))
+    set_welcomed(g, 0); /* TCP closed, or no WELCOME to our HELLOs: nobody listens */
+  if (!g->rejected && is_socket(g) &&
+      now - g->last_hello_ms >= (g->welcomed ? ON_DEMAND_HELLO_MS : HELLO_INTERVAL_MS) &&
+      (!g->welcomed || (tmk__g.desc.on_demand && g->tr.kind == TMK_TRANSPORT_UDP)))
     tmk__send_hello();
   if (g->force_meta || now - g->last_meta_ms >= META_INTERVAL_MS) {
     g->force_meta = 0;

@@ -255,6 +255,7 @@ static double idle_zone_ns(uint64_t n) {
   close(fd);
   memset(&d, 0, sizeof d);
   d.program = "idle";
+  d.on_demand = 1;
   d.relay_port = ntohs(sa.sin_port);
   rc = tmk_agent_init(&d, arena, arena_bytes);
   if (rc < 0) {
