@@ -14,6 +14,10 @@
  * one for ON_DEMAND_GONE_MS is gone (recording stops). */
 #define ON_DEMAND_HELLO_MS 1000u
 #define ON_DEMAND_GONE_MS 3000u
+/* UDP pacing (desc.udp_rate): a token bucket of at most PACE_BURST bytes, refilled each ms. */
+#define PACE_BURST (128u * 1024u)
+#define PACE_DEFAULT_KB 32768u
+#define PACE_MAX_WAITS 50 /* 0.5 ms each: a clock that stands still (desc.clock) cannot hang us */
 #define NO_THREAD 0xFFFFFFFFu
 /* How long a full socket may hold up a send: the flusher thread can wait; tmk_agent_pump() runs
  * on the game's thread and must not. */
@@ -53,6 +57,9 @@ typedef struct tmk__flusher {
   uint64_t last_meta_ms;
   uint64_t last_hello_ms;
   uint64_t last_welcome_ms;
+  uint64_t pace_ms;     /* when pace_tokens was last refilled */
+  uint64_t pace_tokens; /* bytes that may go out now */
+  int pace_now;         /* this cycle may wait for tokens (flusher thread, flush, shutdown) */
   int force_meta;
   int welcomed;
   int rejected;
@@ -101,6 +108,26 @@ static void set_welcomed(tmk__flusher* g, int welcomed) {
  * ========================================================================================== */
 
 /* Finishes the current packet and sends it. Returns 1 if a DATA packet went out. */
+/* Waits until `len` bytes may go out over UDP at desc.udp_rate. Only where waiting is allowed:
+ * on the flusher thread, in tmk_agent_flush() and in shutdown, never in tmk_agent_pump(). */
+static void pace(tmk__flusher* g, size_t len) {
+  uint64_t per_ms = (uint64_t)(tmk__g.desc.udp_rate ? tmk__g.desc.udp_rate : PACE_DEFAULT_KB) *
+                    1024u / 1000u;
+  int waits;
+  if (g->tr.kind != TMK_TRANSPORT_UDP || !g->pace_now) return;
+  for (waits = 0; waits < PACE_MAX_WAITS; waits++) {
+    uint64_t now = tmk__ms();
+    if (now != g->pace_ms) {
+      g->pace_tokens += (now - g->pace_ms) * per_ms;
+      if (g->pace_tokens > PACE_BURST || now < g->pace_ms) g->pace_tokens = PACE_BURST;
+      g->pace_ms = now;
+    }
+    if (g->pace_tokens >= len) break;
+    tmk_port_sleep_us(500);
+  }
+  g->pace_tokens = g->pace_tokens >= len ? g->pace_tokens - len : 0;
+}
+
 static int send_packet(void) {
   tmk__flusher* g = &F;
   uint32_t zones = g->pkt_zones;
@@ -123,6 +150,7 @@ static int send_packet(void) {
     g->zones_unsent += zones;
     return 0;
   }
+  pace(g, (size_t)n);
   rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
   if (rc < 0) {
     g->drops[TMK_DROP_SEND_FAILED]++;
@@ -633,6 +661,7 @@ int tmk__flush_cycle(int full) {
   uint64_t before = g->packets_sent, now;
   uint32_t i;
   g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */
+  g->pace_now = tmk__g.has_flusher_thread || full;
   update_clock_extension();
   talk_to_relay(); /* may (re)connect and send a HELLO: read the time after it */
   now = tmk__ms();
