@@ -95,6 +95,13 @@ typedef struct tmk_agent_desc {
   int manual_pump;            /* 1: no background thread, call tmk_agent_pump() (always so in
                                  TMK_NO_THREADS builds) */
   int no_compression;         /* 1: never LZ4, even when built with it */
+  uint32_t udp_rate;          /* UDP sends are paced to this many KB/s in bursts of at most
+                                 128 KB, so a relay's socket buffer does not overflow; 0: 32768
+                                 (32 MB/s, what one relay core decodes). Not in tmk_agent_pump() */
+  int on_demand;              /* 1 (UDP/TCP): record nothing (one filter test a zone) until a
+                                 relay says WELCOME, and again once it is gone (TCP closed, or
+                                 no WELCOME to the 1 s HELLOs over UDP for 3 s). Not for one-way
+                                 links: they never hear WELCOME */
 } tmk_agent_desc;
 
 typedef struct tmk_agent_stats {
