@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "relay_analysis.h"
 #include "relay_internal.h"
 
 #define MAX_BODY 4096
@@ -39,6 +40,7 @@ static const char* status_text(int status) {
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
+    case 422: return "Unprocessable Content";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Error";
@@ -658,6 +660,17 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   return rc;
 }
 
+/* …/stats and …/occurrences: relay_analysis.c parses the query and writes the body. */
+static int h_analysis(struct mg_connection* conn, tmk_relay* r, const char* id,
+                      int (*fn)(tmk_relay*, const char*, const char*, tmk__json*)) {
+  tmk__json j;
+  tmk__json_init(&j);
+  int status = fn(r, id, mg_get_request_info(conn)->query_string, &j);
+  int rc = send_json(conn, status, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
 /* /api/...: routes by method and path. */
 static int api_handler(struct mg_connection* conn, void* cbdata) {
   tmk_relay* r = cbdata;
@@ -695,7 +708,8 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
       const char* path;
       int post;
     } routes[] = {{"", 0},       {"zones", 0},        {"events", 0},       {"sites", 0},
-                  {"control", 1}, {"record/start", 1}, {"record/stop", 1}};
+                  {"control", 1}, {"record/start", 1}, {"record/stop", 1},
+                  {"stats", 0},   {"occurrences", 0}};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
       if (strcmp(sub, routes[i].path) != 0) continue;
       if (routes[i].post ? !post : !get)
@@ -707,7 +721,9 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
         case 3: return h_sites(conn, r, id);
         case 4: return h_control(conn, r, id);
         case 5: return h_record(conn, r, id, 1);
-        default: return h_record(conn, r, id, 0);
+        case 6: return h_record(conn, r, id, 0);
+        case 7: return h_analysis(conn, r, id, tmk__analysis_stats_json);
+        default: return h_analysis(conn, r, id, tmk__analysis_occurrences_json);
       }
     }
   }
