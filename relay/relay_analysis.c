@@ -698,7 +698,9 @@ int tmk__analysis_occurrences_json(tmk_relay* r, const char* id, const char* qs,
   if ((st = parse_limit(qs, "bins", 1000, 64, &p.bins, out, "bins must be 1..1000")))
     return st;
   char sort[16] = "";
-  if (qs && mg_get_var(qs, strlen(qs), "sort", sort, sizeof sort) >= 0) {
+  int ns = qs ? mg_get_var(qs, strlen(qs), "sort", sort, sizeof sort) : -1;
+  if (ns == -2) return fail(out, 400, "EINVAL", "sort must be duration or time");
+  if (ns >= 0) {
     if (strcmp(sort, "time") == 0) p.by_time = 1;
     else if (strcmp(sort, "duration") != 0)
       return fail(out, 400, "EINVAL", "sort must be duration or time");

@@ -5,6 +5,7 @@
 
 import { fmtNs } from './flame.js';
 import { esc, analysisQuery } from './stats.js';
+import { hoverValues } from './plothover.js';
 
 export class FindZone {
   constructor(el, ctx) {
@@ -88,17 +89,18 @@ export class FindZone {
     box.innerHTML = '';
     const h = this.occ && this.occ.histogram;
     if (!h || !h.counts.length || typeof uPlot === 'undefined') return;
-    // x: bin centre in ms (log axis), y: occurrences
-    const xs = h.counts.map((_, i) => Math.sqrt(Math.max(1, h.edges_ns[i]) * Math.max(1, h.edges_ns[i + 1])) / 1e6);
-    const ys = h.counts.slice();
+    // x: bin number (the bins are log-spaced from the fastest to the slowest), labelled by duration
+    const xs = h.counts.map((_, i) => i), ys = h.counts.slice();
+    const mid = (i) => Math.sqrt(Math.max(1, h.edges_ns[i]) * Math.max(1, h.edges_ns[Math.min(i + 1, h.edges_ns.length - 1)]));
     const ax = { stroke: '#9aa0a6', grid: { stroke: '#2b2f37' }, ticks: { stroke: '#2b2f37' } };
     this.hist = new uPlot({
-      width: Math.max(300, box.clientWidth || 500), height: 120,
-      scales: { x: { time: false, distr: xs.length > 1 && xs[xs.length - 1] / xs[0] > 3 ? 3 : 1 } },
+      width: Math.max(300, box.clientWidth || 500), height: 130,
+      scales: { x: { time: false, range: [-0.5, xs.length - 0.5] } },
       legend: { show: false },
       cursor: { drag: { x: false, y: false } },
+      plugins: [hoverValues((i) => `${fmtNs(h.edges_ns[i])} … ${fmtNs(h.edges_ns[i + 1])}`, (v) => `${v} occurrences`)],
       series: [{}, { label: 'occurrences', stroke: '#8ab4f8', fill: 'rgba(138,180,248,0.35)', paths: uPlot.paths.bars({ size: [0.9, 40] }) }],
-      axes: [Object.assign({ values: (u, v) => v.map((x) => fmtNs(x * 1e6)) }, ax), Object.assign({ size: 40 }, ax)],
+      axes: [Object.assign({ values: (u, v) => v.map((i) => (Number.isInteger(i) && i >= 0 && i < xs.length ? fmtNs(mid(i)) : '')) }, ax), Object.assign({ size: 40 }, ax)],
     }, [xs, ys], box);
   }
   jump(o) {
