@@ -99,7 +99,7 @@ export class FindZone {
       legend: { show: false },
       cursor: { drag: { x: false, y: false } },
       plugins: [hoverValues((i) => `${fmtNs(h.edges_ns[i])} … ${fmtNs(h.edges_ns[i + 1])}`, (v) => `${v} occurrences`)],
-      series: [{}, { label: 'occurrences', stroke: '#8ab4f8', fill: 'rgba(138,180,248,0.35)', paths: uPlot.paths.bars({ size: [0.9, 40] }) }],
+      series: [{}, { label: 'occurrences', stroke: '#8ab4f8', fill: 'rgba(138,180,248,0.35)', points: { show: false }, paths: uPlot.paths.bars({ size: [0.9, 40] }) }],
       axes: [Object.assign({ values: (u, v) => v.map((i) => (Number.isInteger(i) && i >= 0 && i < xs.length ? fmtNs(mid(i)) : '')) }, ax), Object.assign({ size: 40 }, ax)],
     }, [xs, ys], box);
   }
