@@ -184,6 +184,24 @@ test('the statistics panel shows the relay\'s statistics, sortable and filterabl
   const names = await state(() => [...document.querySelectorAll('#analysis table.stats tbody td.name')].map((td) => td.textContent));
   assert.deepEqual(names.sort(), want.sites.filter((s) => /update/i.test(s.name)).map((s) => s.name).sort());
   await page.fill('#analysis .filter', '');
+  // the page's thread and team filters go to the relay with the statistics request
+  const q0 = await state(() => window.telemark.analysis.stats.lastQuery);
+  await page.uncheck('#threads input[data-thread="0"]');
+  const bit = await state(() => [...window.telemark.app.teamsKnown.keys()].sort((a, b) => a - b).pop());
+  await page.uncheck(`#teams input[data-bit="${bit}"]`);
+  await page.waitForFunction((q) => { const s = window.telemark.analysis.stats; return s.lastQuery !== q && /threads=/.test(s.lastQuery) && /mask=/.test(s.lastQuery) && !s.busy && s.last; }, q0, { timeout: 15000 });
+  await page.waitForFunction(() => { const s = window.telemark.analysis.stats; return !s.busy && document.querySelectorAll('#analysis table.stats tbody tr').length === s.rows().length; }, null, { timeout: 5000 });
+  const fq = await state(() => window.telemark.analysis.stats.lastQuery);
+  assert.ok(!/(^|&)threads=([^&]*%2C)?0(%2C|&|$)/.test(fq), `thread 0 is left out: ${fq}`);
+  const wf = await api(`${S()}/stats?${fq}`);
+  const mask = new URLSearchParams(fq).get('mask');
+  assert.equal(+mask, (0xffffffff & ~(1 << bit)) >>> 0);
+  const shownF = await state(() => [...document.querySelectorAll('#analysis table.stats tbody tr')].map((tr) => tr.dataset.site + ':' + tr.querySelector('td.count').textContent));
+  assert.deepEqual(shownF.sort(), wf.sites.map((s) => s.site + ':' + s.count).sort());
+  assert.ok(wf.zones < want.zones, 'fewer zones without thread 0');
+  await page.check('#threads input[data-thread="0"]');
+  await page.check(`#teams input[data-bit="${bit}"]`);
+  await page.waitForFunction(() => { const s = window.telemark.analysis.stats; return !/threads=|mask=/.test(s.lastQuery) && !s.busy && window.telemark.app.historyDone; }, null, { timeout: 15000 });
   // the flame chart's view: the same range through the API
   await state(() => { const f = window.telemark.flame; f.setLive(false); f.setRange(f.sd.minTime + 1e9, f.sd.minTime + 1.5e9, true); });
   await page.check('#analysis input[name=srange][value=view]');

@@ -70,7 +70,7 @@ export class MessageTicks {
       if (m.severity > max || m.t < f.t0 || m.t > f.t1) continue;
       const x = (m.t - f.t0) / span * W;
       c.fillStyle = COLOURS[m.severity] || '#9aa0a6';
-      c.fillRect(Math.floor(x), m.severity <= 2 ? 1 : 5, 2, m.severity <= 2 ? HEIGHT - 2 : HEIGHT - 6);
+      c.fillRect(Math.floor(x) - 1, m.severity <= 2 ? 1 : 5, 3, m.severity <= 2 ? HEIGHT - 2 : HEIGHT - 6);
       this.ticks.push({ x, m });
     }
   }
