@@ -10,16 +10,19 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SLICE_LIMIT 65536      /* zones one locked query may visit */
 #define MAX_SITES 4096         /* call sites one statistics request accumulates */
 #define MAX_RUNNING 4          /* analyses running at once (each holds a few MiB at most) */
+#define WAIT_MS 3000           /* how long a request waits for one of them before a 503 */
 #define MAX_NAME 128           /* name filter bytes */
 #define MAX_THREADS_PARAM 256  /* thread ids in a threads= list */
 #define EXACT 16               /* durations a site keeps exactly before using its histogram */
 #define SUB 32                 /* histogram: linear sub-buckets per power of two */
 #define NBUCKETS (2 * SUB + (64 - 6) * SUB)
 
+/* Process-wide, like civetweb's worker pool it guards: not a relay's state. */
 static atomic_int g_running;
 
 /* ---------------------------------------------------------------------------------------------
@@ -498,12 +501,16 @@ static int by_total(const void* x, const void* y) {
   return a->site < b->site ? -1 : a->site > b->site;
 }
 
+/* Takes one of MAX_RUNNING places, waiting up to WAIT_MS for one (this civetweb worker only). */
 static int begin_running(tmk__json* out) {
-  if (atomic_fetch_add(&g_running, 1) >= MAX_RUNNING) {
+  for (int waited = 0;; waited += 10) {
+    if (atomic_fetch_add(&g_running, 1) < MAX_RUNNING) return 0;
     atomic_fetch_sub(&g_running, 1);
-    return fail(out, 503, "EAGAIN", "too many analyses are running: try again in a moment");
+    if (waited >= WAIT_MS) break;
+    struct timespec ts = {0, 10 * 1000000L};
+    nanosleep(&ts, NULL);
   }
-  return 0;
+  return fail(out, 503, "EAGAIN", "too many analyses are running: try again in a moment");
 }
 
 int tmk__analysis_stats_json(tmk_relay* r, const char* id, const char* qs, tmk__json* out) {
