@@ -411,8 +411,9 @@ typedef struct stats_ctx {
   uint64_t t0, t1;
   uint32_t active;   /* sites with zones (bounded by MAX_SITES) */
   int too_many;
-  /* self time: per depth, the enclosing zone's site and extent on the current thread */
-  acc* stack[256];
+  /* self time: per depth, the enclosing zone's site (index + 1: the table may grow while
+   * walking) and extent on the current thread */
+  uint32_t stack[256];
   uint64_t s_start[256], s_end[256];
 } stats_ctx;
 
@@ -437,10 +438,10 @@ static int stats_visit(void* ud, const tmk_relay_zone* z) {
     uint32_t d = z->depth;
     if (d > 0 && c->stack[d - 1] && z->start_ns >= c->s_start[d - 1] &&
         z->start_ns + z->dur_ns <= c->s_end[d - 1]) {
-      acc* parent = c->stack[d - 1];
-      if (parent->pass) parent->self -= z->dur_ns; /* may wrap below 0 until the parent adds */
+      acc* parent = &c->t.a[c->stack[d - 1] - 1];
+      if (parent->pass) parent->self -= z->dur_ns; /* parent added first; clamped when written */
     }
-    c->stack[d] = a;
+    c->stack[d] = (uint32_t)(a - c->t.a) + 1;
     c->s_start[d] = z->start_ns;
     c->s_end[d] = z->start_ns + z->dur_ns;
   }

@@ -754,8 +754,12 @@ int tmk__http_start(tmk_relay* r) {
     snprintf(ports, sizeof ports, "[%s]:%d", r->cfg.http_host, r->cfg.http_port);
   else
     snprintf(ports, sizeof ports, "%s:%d", r->cfg.http_host, r->cfg.http_port);
+  /* keep-alive: civetweb closes an idle connection after 500 ms by default, while clients keep
+   * one for seconds (Node's fetch 4 s) and lose a request sent as it closes; 5 s lets such a
+   * client close first. An idle connection holds a worker thread that long. */
   const char* options[] = {"listening_ports", ports, "num_threads", "64", "request_timeout_ms",
-                           "10000", "enable_keep_alive", "yes", NULL};
+                           "10000", "enable_keep_alive", "yes", "keep_alive_timeout_ms", "5000",
+                           NULL};
   struct mg_callbacks cb;
   memset(&cb, 0, sizeof cb);
   cb.log_message = log_message;
