@@ -1,13 +1,13 @@
 /* relay_analysis.c — statistics and occurrence lists over a session's stored zones, for the
  * dashboard's statistics panel and find-zone (docs/API.md, "Analysis"). Zones are read through
  * tmk_relay_query_zones in time slices of at most SLICE_LIMIT zones, so each session lock is held
- * briefly; all work and memory are bounded by the request's caps. */
+ * briefly; all work and memory are bounded by the request's caps (and MAX_RUNNING per relay). */
 #define _POSIX_C_SOURCE 200809L
 #include "relay_analysis.h"
+#include "relay_internal.h"
 
 #include <civetweb.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,9 +21,6 @@
 #define EXACT 16               /* durations a site keeps exactly before using its histogram */
 #define SUB 32                 /* histogram: linear sub-buckets per power of two */
 #define NBUCKETS (2 * SUB + (64 - 6) * SUB)
-
-/* Process-wide, like civetweb's worker pool it guards: not a relay's state. */
-static atomic_int g_running;
 
 /* ---------------------------------------------------------------------------------------------
  * Log-linear duration histogram: exact below 2·SUB ns, then SUB buckets per power of two, so a
@@ -503,10 +500,10 @@ static int by_total(const void* x, const void* y) {
 }
 
 /* Takes one of MAX_RUNNING places, waiting up to WAIT_MS for one (this civetweb worker only). */
-static int begin_running(tmk__json* out) {
+static int begin_running(tmk_relay* r, tmk__json* out) {
   for (int waited = 0;; waited += 10) {
-    if (atomic_fetch_add(&g_running, 1) < MAX_RUNNING) return 0;
-    atomic_fetch_sub(&g_running, 1);
+    if (atomic_fetch_add(&r->analyses, 1) < MAX_RUNNING) return 0;
+    atomic_fetch_sub(&r->analyses, 1);
     if (waited >= WAIT_MS) break;
     struct timespec ts = {0, 10 * 1000000L};
     nanosleep(&ts, NULL);
@@ -524,7 +521,7 @@ int tmk__analysis_stats_json(tmk_relay* r, const char* id, const char* qs, tmk__
   stats_ctx* c = calloc(1, sizeof *c);
   if (!c) return fail(out, 500, "ENOMEM", "out of memory");
   c->t.p = &p;
-  if ((st = begin_running(out))) {
+  if ((st = begin_running(r, out))) {
     free(c);
     return st;
   }
@@ -532,7 +529,7 @@ int tmk__analysis_stats_json(tmk_relay* r, const char* id, const char* qs, tmk__
   if (rc == 0 && tmk_relay_query_sites(r, id, site_copy_cb, &c->t) < 0) rc = TMK_ENOTFOUND;
   walk w = {r, id, c->t0, c->t1, &p, stats_visit, stats_thread_start, c, 1, 0};
   if (rc == 0) rc = walk_zones(&w);
-  atomic_fetch_sub(&g_running, 1);
+  atomic_fetch_sub(&r->analyses, 1);
   if (rc == 0 && c->t.oom) rc = TMK_ENOMEM;
   if (rc < 0 || c->too_many) {
     sites_free(&c->t);
@@ -719,7 +716,7 @@ int tmk__analysis_occurrences_json(tmk_relay* r, const char* id, const char* qs,
   c.by_time = p.by_time;
   c.min = UINT64_MAX;
   uint64_t t0 = 0, t1 = 0;
-  if ((st = begin_running(out))) return st;
+  if ((st = begin_running(r, out))) return st;
   rc = session_range(r, id, &p, &t0, &t1);
   walk w = {r, id, t0, t1, &p, occ_visit, NULL, &c, 1, 0};
   if (rc == 0) rc = walk_zones(&w);
@@ -739,7 +736,7 @@ int tmk__analysis_occurrences_json(tmk_relay* r, const char* id, const char* qs,
       if (!w2.complete) w.complete = 0;
     }
   }
-  atomic_fetch_sub(&g_running, 1);
+  atomic_fetch_sub(&r->analyses, 1);
   if (rc < 0) {
     free(c.counts);
     free(c.rows);
