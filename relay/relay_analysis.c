@@ -536,7 +536,7 @@ int tmk__analysis_stats_json(tmk_relay* r, const char* id, const char* qs, tmk__
     free(c);
     if (rc == TMK_ENOTFOUND) return fail(out, 404, "ENOTFOUND", "no such session");
     if (rc < 0) return fail(out, 500, "ENOMEM", "out of memory");
-    return fail(out, 422, "ERANGE",
+    return fail(out, 400, "ERANGE",
                 "the range holds more than 4096 call sites: narrow it with name=, threads=, "
                 "level= or mask=");
   }

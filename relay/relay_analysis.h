@@ -9,8 +9,8 @@
 
 /* Answers one analysis request. `query` is the URL's query string (may be NULL). Writes the
  * response body (an error object on failure) to `out`, which the caller has initialised and
- * frees. Returns the HTTP status: 200, 400 (bad parameter), 404 (no such session), 422 (the
- * range holds more call sites than one request analyses), 503 (too many analyses running). */
+ * frees. Returns the HTTP status: 200, 400 (a bad parameter, or a range holding more call sites
+ * than one request analyses), 404 (no such session), 503 (too many analyses running), 500. */
 int tmk__analysis_stats_json(tmk_relay* r, const char* id, const char* query, tmk__json* out);
 int tmk__analysis_occurrences_json(tmk_relay* r, const char* id, const char* query,
                                    tmk__json* out);
