@@ -9,13 +9,6 @@
 
 #include "tmk_proto.h" /* TMK_SEV_*, TMK_DROP_*, TMK_SITE_*, TMK_E* codes */
 
-/* tmk_agent_init's answer for a transport the platform port cannot carry (no sockets, no files).
- * TODO(protocol): becomes X(ENOTSUP, -24, ...) in protocol/tmk_error.h; until then an alias
- * (platforms/tmk_port.h has the same one). */
-#ifndef TMK_ENOTSUP
-#define TMK_ENOTSUP TMK_ESTATE
-#endif
-
 /* ---------------------------------------------------------------------------------------------
  * Compile-time configuration
  *   TMK_ENABLED       1 (default) instruments; 0 turns every macro into nothing and every API

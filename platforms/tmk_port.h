@@ -17,12 +17,6 @@
 
 #include "tmk_error.h"
 
-/* Returned by tmk_agent_init() for a transport the port cannot carry.
- * TODO(protocol): becomes X(ENOTSUP, -24, ...) in protocol/tmk_error.h; until then an alias. */
-#ifndef TMK_ENOTSUP
-#define TMK_ENOTSUP TMK_ESTATE
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif
