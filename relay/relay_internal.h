@@ -131,6 +131,7 @@ struct tmk_relay {
   struct mg_context* http;
   int http_port_bound;
   char http_start_error[256];   /* civetweb's first message while starting */
+  atomic_int analyses;          /* …/stats and …/occurrences running now (relay_analysis.c) */
 };
 
 /* ---- relay_session.c ---------------------------------------------------------------------- */

@@ -5,6 +5,8 @@
 import { SessionData, toChromeTrace, SEVERITIES } from './store.js';
 import { Stream, decodeMessage, MSG } from './stream.js';
 import { FlameChart, fmtNs } from './flame.js';
+import { installAnalysis } from './analysis.js';
+import { hoverValues } from './plothover.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -284,9 +286,8 @@ function showStats(site, st) {
 }
 
 // ---- graphs (uPlot) ------------------------------------------------------------------------
-let frameGraph = null, plotGraphs = new Map();
+let plotGraphs = new Map();
 function resetGraphs() {
-  if (frameGraph) { frameGraph.destroy(); frameGraph = null; }
   for (const g of plotGraphs.values()) g.destroy();
   plotGraphs = new Map();
   $('plots').innerHTML = '';
@@ -304,27 +305,6 @@ function axisStyle() { return { stroke: '#9aa0a6', grid: { stroke: '#2b2f37' }, 
 function updateGraphs() {
   const sd = app.sd;
   if (!sd || typeof uPlot === 'undefined') return;
-  const fd = sd.frameDurations();
-  const from = Math.max(0, fd.t.length - GRAPH_POINTS);
-  const xs = Array.from(fd.t.subarray(from), (v) => v / 1e9), ys = Array.from(fd.d.subarray(from), (v) => v / 1e6);
-  const el = $('frames');
-  if (!frameGraph && xs.length) {
-    frameGraph = new uPlot({
-      width: el.clientWidth, height: 130, scales: { x: { time: false } },
-      legend: { show: false }, cursor: { drag: { x: false, y: false } },
-      series: [{}, { label: 'frame ms', stroke: '#8ab4f8', fill: 'rgba(138,180,248,0.15)', width: 1 }],
-      axes: [Object.assign({ values: (u, v) => v.map((x) => x.toFixed(1) + 's') }, axisStyle()), Object.assign({ size: 40 }, axisStyle())],
-    }, [xs, ys], el);
-    frameGraph.over.addEventListener('click', () => {
-      const i = frameGraph.cursor.idx, ns = frameGraph.ns;
-      if (i == null || !ns || i >= ns.t.length) return;
-      flame.setRange(ns.t[i], ns.t[i] + ns.d[i], true); // exact ns, not the graph's seconds
-    });
-  } else if (frameGraph) {
-    if (frameGraph.width !== el.clientWidth) frameGraph.setSize({ width: el.clientWidth, height: 130 });
-    frameGraph.setData([xs, ys]);
-  }
-  if (frameGraph) frameGraph.ns = { t: fd.t.subarray(from), d: fd.d.subarray(from) };
   for (const [site, p] of sd.plots) {
     const n = p.t.length, f = Math.max(0, n - GRAPH_POINTS);
     const data = [p.t.slice(f).map((v) => v / 1e9), p.v.slice(f)];
@@ -335,7 +315,7 @@ function updateGraphs() {
       $('plots').appendChild(div);
       g = new uPlot({
         width: 330, height: 110, scales: { x: { time: false } }, title: s ? s.name : 'plot ' + site,
-        legend: { show: false },
+        legend: { show: false }, plugins: [hoverValues((x) => x.toFixed(3) + ' s', compact)],
         series: [{}, { label: s ? s.name : 'value', stroke: '#f6ae2d', width: 1 }],
         axes: [Object.assign({ values: (u, v) => v.map((x) => x.toFixed(1) + 's') }, axisStyle()), Object.assign({ size: 50, values: (u, v) => v.map(compact) }, axisStyle())],
       }, data, div);
@@ -358,7 +338,7 @@ function renderMessages() {
   }
   for (const m of sd.messages) if (m.severity <= max) shown++;
   const esc = (v) => String(v).replace(/[&<>]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;' }[c]));
-  $('messages').innerHTML = out.map((m) => `<div class="s${m.severity}">${fmtNs(m.t).padStart(10)} [${SEVERITIES[m.severity] || m.severity}] t${m.thread} ${esc(m.text)}</div>`).join('');
+  $('messages').innerHTML = out.map((m) => `<div class="s${m.severity}" data-t="${m.t}">${fmtNs(m.t).padStart(10)} [${SEVERITIES[m.severity] || m.severity}] t${m.thread} ${esc(m.text)}</div>`).join('');
   $('msgcount').textContent = `${shown} of ${sd.messages.length}`;
 }
 
@@ -379,9 +359,19 @@ setInterval(refreshRecordings, 3000);
 refreshSessions();
 refreshRecordings();
 
+// ---- analysis: statistics, find zone, compare, frame graph, message ticks (analysis.js) ------
+const analysis = installAnalysis({
+  api, flame, tip: $('tip'),
+  session: () => app.current, sd: () => app.sd, historyDone: () => app.historyDone, sessions: () => app.sessions,
+  filters: () => ({ level: app.level, mask: app.mask >>> 0,
+    threads: app.threadsOff.size ? [...app.threadsKnown.keys()].filter((t) => !app.threadsOff.has(t)) : null }),
+  threadName: (t) => app.threadsKnown.get(t) || `thread ${t}`,
+  msgLevel: () => +$('msgsev').value,
+}, { panel: $('analysis'), frames: $('frames'), ticks: $('msgticks'), messages: $('messages') });
+
 // ---- test/bench hooks ----------------------------------------------------------------------
 window.telemark = {
-  app, flame, stream, SessionData,
+  app, flame, stream, SessionData, analysis, plotGraphs: () => plotGraphs,
   get sd() { return app.sd; },
   selectSession, subscribe,
   setLevel(l) { $('severity').value = String(l); $('severity').dispatchEvent(new Event('change')); },
