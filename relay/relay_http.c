@@ -39,6 +39,7 @@ static const char* status_text(int status) {
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
+    case 422: return "Unprocessable Entity";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Error";
@@ -658,6 +659,19 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   return rc;
 }
 
+/* Level-of-detail summaries: computed by relay_lod.c. */
+static int h_lod(struct mg_connection* conn, tmk_relay* r, const char* id) {
+  char err[256];
+  const char* code = "EINVAL";
+  tmk__json j;
+  tmk__json_init(&j);
+  int status = tmk__lod_request(r, id, mg_get_request_info(conn)->query_string, &j, err,
+                                sizeof err, &code);
+  int rc = status == 200 ? send_json(conn, 200, &j) : send_error(conn, status, code, err);
+  tmk__json_free(&j);
+  return rc;
+}
+
 /* /api/...: routes by method and path. */
 static int api_handler(struct mg_connection* conn, void* cbdata) {
   tmk_relay* r = cbdata;
@@ -695,7 +709,7 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
       const char* path;
       int post;
     } routes[] = {{"", 0},       {"zones", 0},        {"events", 0},       {"sites", 0},
-                  {"control", 1}, {"record/start", 1}, {"record/stop", 1}};
+                  {"control", 1}, {"record/start", 1}, {"record/stop", 1}, {"lod", 0}};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
       if (strcmp(sub, routes[i].path) != 0) continue;
       if (routes[i].post ? !post : !get)
@@ -707,7 +721,8 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
         case 3: return h_sites(conn, r, id);
         case 4: return h_control(conn, r, id);
         case 5: return h_record(conn, r, id, 1);
-        default: return h_record(conn, r, id, 0);
+        case 6: return h_record(conn, r, id, 0);
+        default: return h_lod(conn, r, id);
       }
     }
   }

@@ -182,6 +182,13 @@ void tmk__control_drain(tmk_relay* r);
 int tmk__http_start(tmk_relay* r);
 void tmk__http_stop(tmk_relay* r);
 
+/* ---- relay_lod.c -------------------------------------------------------------------------- */
+/* GET /api/sessions/{id}/lod with query string qs (may be NULL): fills j with the answer and
+ * returns 200, or returns the HTTP status of an error with its sentence in err and its TMK_E*
+ * name in *code. Any thread; holds the session's lock only per slice of its store. */
+int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j, char* err,
+                     size_t ecap, const char** code);
+
 /* ---- relay_main.c (relay object) and relay_ingest.c (addresses) ---------------------------- */
 tmk_relay* tmk__relay_new(const tmk_relay_config* cfg);
 void tmk__relay_free(tmk_relay* r);
