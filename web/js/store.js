@@ -116,6 +116,34 @@ export class Lane {
     this.sortedUpTo = this.n;
     return removed;
   }
+  // Forgets the first k zones (the oldest): arrays shift down, LOD entries are renumbered.
+  dropFirst(k) {
+    const n = this.n;
+    if (k <= 0) return 0;
+    if (k > n) k = n;
+    this.start.copyWithin(0, k, n); this.dur.copyWithin(0, k, n); this.site.copyWithin(0, k, n);
+    if (this.extra) {
+      const ex = new Map();
+      for (const [i, v] of this.extra) if (i >= k) ex.set(i - k, v);
+      this.extra = ex.size ? ex : null;
+    }
+    for (const l of this.levels) {
+      let e = 0;
+      while (e < l.n && l.last[e] < k) e++;
+      l.first.copyWithin(0, e, l.n); l.last.copyWithin(0, e, l.n); l.end.copyWithin(0, e, l.n); l.merged.copyWithin(0, e, l.n);
+      l.n -= e;
+      for (let i = 0; i < l.n; i++) { l.first[i] = Math.max(l.first[i], k) - k; l.last[i] -= k; }
+    }
+    this.n = n - k;
+    this.sortedUpTo = Math.max(0, this.sortedUpTo - k);
+    return k;
+  }
+  // First index whose start is at or after t.
+  firstStartingAt(t) {
+    let lo = 0, hi = this.n;
+    while (lo < hi) { const m = (lo + hi) >>> 1; if (this.start[m] < t) lo = m + 1; else hi = m; }
+    return lo;
+  }
   // First raw index whose end is after t.
   firstEndingAfter(t) {
     let lo = 0, hi = this.n;
@@ -162,6 +190,41 @@ export class SessionData {
     this.version = 0;         // bumped on every change, so views know when to redraw
     this.ended = false;
     this.markerText = new Map(); // "thread:site:start" or "thread:site:end@t" -> payload
+    // Bounded memory (README, "Dashboard"): past maxZones the oldest zones are forgotten down to
+    // 70 % of it; coverFrom is then where the zones held start (older ones come from lod.js).
+    this.maxZones = 1000000;
+    this.maxPlotPoints = 100000;
+    this.maxFrames = 500000;
+    this.maxMarkers = 50000;
+    this.trimmed = 0;         // zones forgotten so far
+    this.coverFrom = -Infinity;
+  }
+  // Start of the range the zones held cover completely (Infinity before any zone arrived).
+  liveFrom() { return this.trimmed ? this.coverFrom : this.minTime; }
+  trim() {
+    if (this.zoneCount > this.maxZones) {
+      const lo = this.trimmed ? this.coverFrom : this.minTime;
+      const keep = 0.7 * this.maxZones / this.zoneCount;
+      const cut = this.maxTime - (this.maxTime - lo) * keep;
+      for (const th of this.threads.values()) for (const l of th.lanes) {
+        const k = l.firstStartingAt(cut);
+        this.zoneCount -= l.dropFirst(k);
+        this.trimmed += k;
+      }
+      this.coverFrom = cut;
+    }
+    for (const p of this.plots.values()) {
+      if (p.t.length > this.maxPlotPoints * 1.25) { const k = p.t.length - this.maxPlotPoints; p.t.splice(0, k); p.v.splice(0, k); }
+    }
+    if (this.nFrames > this.maxFrames * 1.25) {
+      const k = this.nFrames - this.maxFrames;
+      this.frameTimes.copyWithin(0, k, this.nFrames); this.nFrames -= k;
+    }
+    for (const f of this.frameSets.values()) if (f.length > this.maxFrames * 1.25) f.splice(0, f.length - this.maxFrames);
+    if (this.markerText.size > this.maxMarkers * 1.25) {
+      let k = this.markerText.size - this.maxMarkers;
+      for (const key of this.markerText.keys()) { if (k-- <= 0) break; this.markerText.delete(key); }
+    }
   }
   addMarkerPayload(thread, site, isEnd, t, text) {
     const k = `${thread}:${site}:${isEnd ? 'e' : 'b'}:${t}`;
@@ -224,6 +287,7 @@ export class SessionData {
     for (const th of this.threads.values()) for (const l of th.lanes) {
       if (!l.sorted) this.zoneCount -= l.fix();
     }
+    this.trim();
     if (!this.framesSorted) {
       const f = Array.from(this.frameTimes.subarray(0, this.nFrames)).sort((a, b) => a - b);
       const u = f.filter((v, i) => i === 0 || v !== f[i - 1]);
