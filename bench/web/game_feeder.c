@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,9 +173,18 @@ int main(int argc, char** argv) {
     }
   }
   flush();
-  int bn = tmk_proto_encode_bye(g_out, sizeof g_out, g_sid);
-  if (bn > 0) send_packet(g_out, (size_t)bn);
-  close(g_fd); /* a graceful close: the relay reads everything sent before it */
+  if (getenv("TMK_FEEDER_BYE")) {
+    int bn = tmk_proto_encode_bye(g_out, sizeof g_out, g_sid);
+    if (bn > 0) send_packet(g_out, (size_t)bn);
+  }
+  /* Half-close, then read what the relay said (WELCOME) until it closes: closing with unread
+   * input would reset the connection and make the relay drop what it has not read yet. */
+  shutdown(g_fd, SHUT_WR);
+  char sink[512];
+  struct pollfd pfd = {g_fd, POLLIN, 0};
+  while (poll(&pfd, 1, 30000) > 0 && read(g_fd, sink, sizeof sink) > 0) {
+  }
+  close(g_fd);
   printf("FEED zones=%llu frames=%llu packets=%llu\n", (unsigned long long)zones,
          (unsigned long long)frames, (unsigned long long)g_seq);
   tmk_gs_destroy(gs);

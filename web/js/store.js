@@ -192,7 +192,7 @@ export class SessionData {
     this.markerText = new Map(); // "thread:site:start" or "thread:site:end@t" -> payload
     // Bounded memory (README, "Dashboard"): past maxZones the oldest zones are forgotten down to
     // 70 % of it; coverFrom is then where the zones held start (older ones come from lod.js).
-    this.maxZones = 1000000;
+    this.maxZones = SessionData.maxZones;
     this.maxPlotPoints = 100000;
     this.maxFrames = 500000;
     this.maxMarkers = 50000;
@@ -328,6 +328,9 @@ export class SessionData {
     return { t, d };
   }
 }
+
+// Zones a page holds in full before forgetting the oldest (tests lower it).
+SessionData.maxZones = 1000000;
 
 // Chrome trace event format (the "JSON Array/Object Format" read by chrome://tracing and
 // Perfetto): complete events ("ph":"X") in microseconds, instant events for messages and frames.
