@@ -142,6 +142,7 @@ function newSessionData(sid) {
   app.lastGap = null;
   app.fitted = false;
   flame.setSession(app.sd);
+  if (isRecording()) flame.live = false;
   lod.reset(sid);
   const addMessage = app.sd.addMessage.bind(app.sd);
   app.sd.addMessage = (m) => { app.received.bySeverity[m.severity]++; addMessage(m); };
@@ -225,6 +226,11 @@ async function refreshRecordings() {
 function refreshInfo() {
   const s = app.sessions.find((x) => x.id === app.current);
   app.info = s || null;
+  // an opened recording has no live edge: shown whole, in its own time, once loaded
+  if (s && s.recorded) {
+    if (flame.live) flame.setLive(false);
+    if (!app.fitted && app.historyDone) { app.fitted = true; flame.fitAll(); }
+  }
   setConn();
   setLiveButton();
   if (s && lod.session === s.id && app.sd && app.sd.originKnown) lod.setInfo(s, app.sd.origin);
