@@ -79,6 +79,7 @@ export class FlameChart {
   setRange(t0, t1, fromUser) {
     if (t1 - t0 < MIN_RANGE) { const c = (t0 + t1) / 2; t0 = c - MIN_RANGE / 2; t1 = c + MIN_RANGE / 2; }
     this.t0 = t0; this.t1 = t1; this.needs = true;
+    if (this.hover && !this.drag) this.hideTip(); // what it described has moved
     if (fromUser && this.live) { this.live = false; this.opts.onLiveChange && this.opts.onLiveChange(false); }
   }
   setLive(on) {
@@ -521,5 +522,5 @@ export class FlameChart {
     tip.style.left = left + 'px';
     tip.style.top = top + 'px';
   }
-  hideTip() { this.tip.style.display = 'none'; }
+  hideTip() { this.hover = null; this.tip.style.display = 'none'; }
 }
