@@ -109,6 +109,9 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
 void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info);
 int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_zone_fn fn,
                      void* ud);
+/* The time range the store still holds (after evictions, later than the session's first time).
+ * Returns 1 and sets both, or 0 when it holds nothing. */
+int tmk__store_range(const tmk__store* st, uint64_t* first_ns, uint64_t* last_ns);
 /* Position of a resumable zone scan: thread index and the serial of the last chunk visited. */
 typedef struct tmk__zone_cursor {
   uint32_t thread;

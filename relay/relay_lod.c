@@ -195,11 +195,17 @@ int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j,
   if ((rc = qnum(qs, "full", &full)) < 0 || full > 1)
     return fail(err, ecap, code, "EINVAL", "full must be 0 or 1", 400);
 
-  tmk_relay_session_info info;
-  if (tmk_relay_session(r, id, &info) != 0)
-    return fail(err, ecap, code, "ENOTFOUND", "no such session", 404);
-  if (!has_t0) t0 = info.first_ns;
-  if (!has_t1) t1 = info.last_ns;
+  if (!has_t0 || !has_t1) { /* default: what the store still holds */
+    tmk__session* s = tmk__session_get(r, id);
+    if (!s) return fail(err, ecap, code, "ENOTFOUND", "no such session", 404);
+    uint64_t a = 0, b = 0;
+    pthread_mutex_lock(&s->mu);
+    tmk__store_range(s->store, &a, &b);
+    pthread_mutex_unlock(&s->mu);
+    tmk__session_unref(s);
+    if (!has_t0) t0 = a;
+    if (!has_t1) t1 = b;
+  }
   if (t1 < t0) return fail(err, ecap, code, "EINVAL", "t1 is before t0", 400);
 
   if (atomic_fetch_add(&g_running, 1) >= LOD_MAX_RUNNING) {

@@ -752,6 +752,25 @@ int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_z
   return (int)n;
 }
 
+int tmk__store_range(const tmk__store* st, uint64_t* first_ns, uint64_t* last_ns) {
+  if (!st->have_time) return 0;
+  uint64_t lo = UINT64_MAX;
+  for (uint32_t ti = 0; ti < st->nthreads; ti++) {
+    const thread* t = &st->threads[ti];
+    /* the head of a series is its oldest chunk; a few later ones may start earlier */
+    const chunk* c = t->zones.head;
+    for (int k = 0; c && k < 4; c = c->snext, k++)
+      if (c->count && c->tmin < lo) lo = c->tmin;
+    c = t->events.head;
+    for (int k = 0; c && k < 4; c = c->snext, k++)
+      if (c->count && c->tmin < lo) lo = c->tmin;
+  }
+  if (lo == UINT64_MAX) return 0;
+  *first_ns = to_ns(st, lo < st->tmin ? st->tmin : lo);
+  *last_ns = to_ns(st, st->tmax);
+  return 1;
+}
+
 int tmk__store_zone_scan(const tmk__store* st, tmk__zone_cursor* cur, const tmk_relay_query* q,
                          uint32_t max_chunks, tmk_relay_zone_fn fn, void* ud) {
   uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;

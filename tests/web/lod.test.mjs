@@ -93,4 +93,25 @@ describe('level of detail', () => {
     assert.equal(tiny.json.res_ns, 1);
   });
 
+  test('after evictions the default range is what the relay still holds', async () => {
+    const small = await startRelay(['--session-memory', '1M']);
+    try {
+      const demo = startDemo(small, ['--seconds', '6']);
+      await demo.exited;
+      const e = await until(async () => {
+        const r = await getJSON(small, '/api/sessions');
+        return r.json && r.json.find((v) => !v.live && v.stats.evicted > 0);
+      }, 20000, 'an ended session with evictions');
+      const r = await getJSON(small, `/api/sessions/${e.id}/lod?buckets=100`);
+      assert.equal(r.status, 200, r.text);
+      assert.ok(r.json.t0 > e.first_ns, `starts after the evicted part: ${r.json.t0} > ${e.first_ns}`);
+      assert.equal(r.json.t1, e.last_ns);
+      const held = await getJSON(small, `/api/sessions/${e.id}/zones?limit=1000000`);
+      assert.equal(r.json.zones, held.json.count, 'every zone still held');
+      assert.ok(held.json.count < e.stats.zones, 'some were evicted');
+    } finally {
+      await stop(small);
+      fs.rmSync(small.dataDir, { recursive: true, force: true });
+    }
+  });
 });

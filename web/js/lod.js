@@ -73,14 +73,16 @@ export class LodCache {
     this.overview = null; this.view = null; this.detail = null;
     this.inflight = null;
     this.overviewAt = 0;
+    this.storedFirst = -Infinity; // page time of the oldest data the relay still holds
     this.failed = null;      // {span, at}: full detail was too big at this zoom; wait before retrying
     this.requests = 0; this.errors = 0; this.lastError = '';
   }
   // Session facts from GET /api/sessions: the stored range and whether it is live.
   setInfo(info, origin) {
     if (!info || info.id !== this.session || origin === null || origin === undefined) return;
-    if (this.origin !== origin) { this.origin = origin; this.overview = this.view = this.detail = null; }
-    this.first = info.first_ns - origin; this.last = info.last_ns - origin;
+    if (this.origin !== origin) { this.origin = origin; this.overview = this.view = this.detail = null; this.storedFirst = -Infinity; }
+    // the relay's first_ns stays put when it evicts; the overview says where stored data starts
+    this.first = Math.max(info.first_ns - origin, this.storedFirst); this.last = info.last_ns - origin;
     this.live = !!info.live;
   }
   bytes() {
@@ -103,7 +105,10 @@ export class LodCache {
     this.inflight = null;
     if (f.session !== this.session || f.origin !== this.origin) return; // a session ago
     if (m.error) { this.errors++; this.lastError = m.error; return; }
-    if (f.kind === 'overview') { this.overview = new LodSet(m, false); this.overviewAt = performance.now(); }
+    if (f.kind === 'overview') {
+      this.overview = new LodSet(m, false); this.overviewAt = performance.now();
+      if (m.t1 > m.t0) { this.storedFirst = m.t0; this.first = Math.max(this.first, m.t0); this.last = Math.max(this.last, m.t1); }
+    }
     else if (f.kind === 'view') this.view = new LodSet(m, false);
     else if (m.truncated) { this.detail = null; this.failed = { span: f.span, at: performance.now() }; }
     else this.detail = new LodSet(m, true);
@@ -119,7 +124,7 @@ export class LodCache {
     // the stored range grows while the session is live (or the relay still ingests): refresh
     const stale = ov && ov.t1 < this.last - (this.last - this.first) * 0.01 && now - this.overviewAt > LIVE_REFRESH_MS;
     if (!ov || stale) {
-      this.request('overview', { t0: this.abs(this.first), t1: this.abs(this.last), buckets: OVERVIEW_BUCKETS, limit: OVERVIEW_ROWS });
+      this.request('overview', { buckets: OVERVIEW_BUCKETS, limit: OVERVIEW_ROWS }); // all the relay holds
       return;
     }
     const u1 = Math.min(t1, coverFrom);
