@@ -40,7 +40,17 @@ typedef struct row {
   uint32_t thread, site, depth, count;
 } row;
 
+/* Call sites a level/mask filter hides: id -> hidden, open addressing (snapshot per request). */
+typedef struct site_filter {
+  uint32_t* ids; /* id + 1, 0 = empty */
+  uint8_t* hide;
+  uint32_t cap;  /* power of two, 0 = no filter */
+  int level;
+  uint32_t mask;
+} site_filter;
+
 typedef struct lod_ctx {
+  site_filter sf;
   uint64_t t0, t1, res;
   uint32_t buckets;
   int full;
@@ -105,9 +115,32 @@ static int add_row(lod_ctx* c, const row* r) {
   return 0;
 }
 
+static uint32_t site_slot(const site_filter* f, uint32_t id) {
+  uint32_t h = (id * 2654435761u) & (f->cap - 1);
+  while (f->ids[h] && f->ids[h] != id + 1) h = (h + 1) & (f->cap - 1);
+  return h;
+}
+
+/* Filters as the live stream does (docs/API.md, "Subscribe"): severity above the level or no
+ * team bit in the mask hides a zone; sites without a descriptor yet pass. */
+static int site_cb(void* ud, const tmk_relay_site* s) {
+  site_filter* f = ud;
+  uint32_t h = site_slot(f, s->id);
+  f->ids[h] = s->id + 1;
+  f->hide[h] = (uint8_t)(s->known && (s->severity > f->level || !(s->verbosity & f->mask)));
+  return 0;
+}
+
+static int hidden(const site_filter* f, uint32_t site) {
+  if (!f->cap) return 0;
+  uint32_t h = site_slot(f, site);
+  return f->ids[h] ? f->hide[h] : 0;
+}
+
 /* Runs with the session's lock held: only arithmetic and our own memory. */
 static int zone_cb(void* ud, const tmk_relay_zone* z) {
   lod_ctx* c = ud;
+  if (hidden(&c->sf, z->site)) return 0;
   c->zones++;
   if (c->full || z->dur_ns >= c->res) {
     row r = {z->start_ns, z->dur_ns, z->thread, z->site, z->depth, 1};
@@ -160,6 +193,8 @@ static int fail(char* err, size_t ecap, const char** code, const char* c, const 
 }
 
 static void free_ctx(lod_ctx* c) {
+  free(c->sf.ids);
+  free(c->sf.hide);
   for (uint32_t i = 0; i < c->nlanes; i++) free(c->lanes[i].cells);
   free(c->lanes);
   free(c->hash);
@@ -180,7 +215,8 @@ static void put_row(tmk__json* j, const row* r) {
 int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j, char* err,
                      size_t ecap, const char** code) {
   uint64_t t0 = 0, t1 = 0, buckets = LOD_DEFAULT_BUCKETS, thread = 0, limit = LOD_DEFAULT_LIMIT,
-           full = 0;
+           full = 0, level = 5, mask = 0xffffffffu;
+  int has_level, has_mask;
   int has_t0, has_t1, has_thread, rc;
   if ((has_t0 = qnum(qs, "t0", &t0)) < 0)
     return fail(err, ecap, code, "EINVAL", "t0 must be a time in ns", 400);
@@ -194,6 +230,10 @@ int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j,
     return fail(err, ecap, code, "ERANGE", "limit must be 1..1000000", 400);
   if ((rc = qnum(qs, "full", &full)) < 0 || full > 1)
     return fail(err, ecap, code, "EINVAL", "full must be 0 or 1", 400);
+  if ((has_level = qnum(qs, "level", &level)) < 0 || level > 5)
+    return fail(err, ecap, code, "EINVAL", "level must be 0..5", 400);
+  if ((has_mask = qnum(qs, "mask", &mask)) < 0 || mask > UINT32_MAX)
+    return fail(err, ecap, code, "EINVAL", "mask must be a 32-bit unsigned integer", 400);
 
   if (!has_t0 || !has_t1) { /* default: what the store still holds */
     tmk__session* s = tmk__session_get(r, id);
@@ -223,6 +263,15 @@ int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j,
   c.lanes = calloc(LOD_MAX_LANES, sizeof(lane));
   c.hash = calloc(2 * LOD_MAX_LANES, sizeof(uint32_t));
   if (!c.lanes || !c.hash) c.err = TMK_ENOMEM;
+  if (!c.err && ((has_level && level < 5) || (has_mask && mask != 0xffffffffu))) {
+    c.sf.level = (int)level;
+    c.sf.mask = (uint32_t)mask;
+    c.sf.cap = 2u * 65536u; /* the store holds at most 65536 sites */
+    c.sf.ids = calloc(c.sf.cap, sizeof(uint32_t));
+    c.sf.hide = calloc(c.sf.cap, 1);
+    if (!c.sf.ids || !c.sf.hide) c.err = TMK_ENOMEM;
+    else if (tmk_relay_query_sites(r, id, site_cb, &c.sf) < 0) c.err = TMK_ENOTFOUND;
+  }
 
   tmk__session* s = c.err ? NULL : tmk__session_get(r, id);
   if (!s && !c.err) c.err = TMK_ENOTFOUND;

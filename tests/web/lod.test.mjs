@@ -66,6 +66,21 @@ describe('level of detail', () => {
     assert.equal(a.json.zones, b.json.count);
   });
 
+  test('level and mask leave out zones as the stream does', async () => {
+    const sites = (await getJSON(relay, `/api/sessions/${s.id}/sites`)).json.sites;
+    const all = (await getJSON(relay, `/api/sessions/${s.id}/lod?full=1&limit=1000000`)).json.rows;
+    const bySite = new Map(sites.map((x) => [x.id, x]));
+    for (const [level, mask] of [[2, 0xffffffff], [5, 1], [3, 6]]) {
+      const r = await getJSON(relay, `/api/sessions/${s.id}/lod?full=1&limit=1000000&level=${level}&mask=${mask}`);
+      assert.equal(r.status, 200, r.text);
+      const want = all.filter((row) => { const x = bySite.get(row[3]); return !x || !x.known || (x.severity <= level && (x.verbosity & mask) !== 0); });
+      assert.equal(r.json.count, want.length, `level ${level} mask ${mask}`);
+      assert.ok(want.length < all.length, 'the filter leaves something out');
+      const sum = (await getJSON(relay, `/api/sessions/${s.id}/lod?buckets=300&level=${level}&mask=${mask}`)).json;
+      assert.equal(sum.zones, want.length);
+    }
+  });
+
   test('one thread, one bucket, a limit', async () => {
     const one = await getJSON(relay, `/api/sessions/${s.id}/lod?thread=0&buckets=1`);
     assert.equal(one.status, 200);
@@ -81,7 +96,7 @@ describe('level of detail', () => {
   test('hostile parameters: 400 with a JSON error, 404, 405; extreme ranges stay bounded', async () => {
     const p = `/api/sessions/${s.id}/lod`;
     for (const q of ['buckets=0', 'buckets=16385', 'buckets=1e30', 'buckets=-1', 'limit=0', 'limit=1000001',
-      'full=2', 'thread=abc', 'thread=4294967296', 't0=-5', 't0=x', 't1=1&t0=2', 't0=99999999999999999999999'])
+      'full=2', 'level=6', 'mask=4294967296', 'level=-1', 'thread=abc', 'thread=4294967296', 't0=-5', 't0=x', 't1=1&t0=2', 't0=99999999999999999999999'])
       isError(await getJSON(relay, `${p}?${q}`), 400);
     isError(await getJSON(relay, '/api/sessions/0123456789abcdef/lod'), 404, 'ENOTFOUND');
     isError(await getJSON(relay, p, { method: 'POST' }), 405);

@@ -88,7 +88,16 @@ export class LodCache {
   bytes() {
     return (this.overview ? this.overview.bytes : 0) + (this.view ? this.view.bytes : 0) + (this.detail ? this.detail.bytes : 0);
   }
+  // The severity level and team mask the live stream uses; the relay applies them to summaries too.
+  setFilter(level, mask) {
+    if (this.level === level && this.mask === mask) return;
+    this.level = level; this.mask = mask;
+    this.overview = this.view = this.detail = null;
+    if (this.inflight) this.inflight.stale = true;
+  }
   request(kind, params) {
+    if (this.level !== undefined && this.level < 5) params.level = this.level;
+    if (this.mask !== undefined && this.mask !== 0xffffffff) params.mask = this.mask;
     if (!this.worker) {
       this.worker = new Worker(new URL('./lod_worker.js', import.meta.url));
       this.worker.onmessage = (ev) => this.answer(ev.data);
@@ -103,7 +112,7 @@ export class LodCache {
     const f = this.inflight;
     if (!f || f.id !== m.id) return;
     this.inflight = null;
-    if (f.session !== this.session || f.origin !== this.origin) return; // a session ago
+    if (f.session !== this.session || f.origin !== this.origin || f.stale) return; // a session or filter ago
     if (m.error) { this.errors++; this.lastError = m.error; return; }
     if (f.kind === 'overview') {
       this.overview = new LodSet(m, false); this.overviewAt = performance.now();

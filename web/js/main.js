@@ -156,6 +156,7 @@ function subscribe() {
   const sub = { session: app.current, level: app.level, mask: app.mask >>> 0, window: 8 << 20, seq: app.subscription };
   if (app.threadsOff.size) sub.threads = [...app.threadsKnown.keys()].filter((t) => !app.threadsOff.has(t));
   stream.subscribe(sub);
+  lod.setFilter(app.level, app.mask >>> 0);
 }
 
 function selectSession(id) {
