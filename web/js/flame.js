@@ -252,14 +252,16 @@ export class FlameChart {
   }
   // Draws one lane. Consecutive pieces narrower than a pixel that touch within a pixel are merged
   // into one rectangle; at a coarse zoom the LOD level already merged them.
-  // Only [c0, c1) of the lane is drawn (the rest comes from another source).
+  // Only zones starting in [c0, c1) are drawn — whole, so a zone that crosses into the next
+  // source's range is not cut — and those starting before c0 only when c0 is the view's start.
   drawLane(ctx, lane, y, t0, t1, k, nsPerPx, W, c0, c1) {
     const sd = this.sd, hidden = this.hidden;
     const lv = lane.levelFor(nsPerPx);
     const counted = !!lane.count;
-    const clipX0 = Math.max(0, (c0 - t0) * k), clipX1 = Math.min(W, (c1 - t0) * k);
-    if (!(clipX1 > clipX0)) return;
+    const clipX0 = Math.max(0, (c0 - t0) * k), clipX1 = W;
+    if (!(Math.min(W, (c1 - t0) * k) > clipX0) && c1 < t1) return;
     const from = Math.max(t0, c0), to = Math.min(t1, c1);
+    const startMin = c0 > t0 ? c0 : -Infinity;
     let runX0 = -1, runX1 = -1, runCol = null;
     const flush = () => {
       if (runCol !== null) { ctx.fillStyle = runCol; ctx.fillRect(runX0, y, Math.max(1, runX1 - runX0), ROW - 1); this.drawn++; runCol = null; }
@@ -293,6 +295,7 @@ export class FlameChart {
         const a = lv.first[i];
         const s = lane.start[a];
         if (s >= to) break;
+        if (s < startMin) continue;
         const x0 = (s - t0) * k, x1 = (lv.end[i] - t0) * k;
         const merged = lv.first[i] !== lv.last[i];
         piece(x0, x1, lane.site[a], merged, true);
@@ -303,6 +306,7 @@ export class FlameChart {
       for (; i < lane.n; i++) {
         const s = lane.start[i];
         if (s >= to) break;
+        if (s < startMin) continue;
         const site = lane.site[i];
         if (hidden && hidden(site)) continue;
         const x0 = (s - t0) * k, x1 = (s + lane.dur[i] - t0) * k;
