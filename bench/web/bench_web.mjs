@@ -118,9 +118,10 @@ try {
     d.sort((a, b) => a - b);
     return { frames: stamps.length - 1, ms: stamps[stamps.length - 1] - stamps[0],
       p50: d[d.length >> 1], p95: d[Math.floor(d.length * 0.95)], max: d[d.length - 1],
-      requests: lod.requests, errors: lod.errors };
+      requests: lod.requests, errors: lod.errors, log: lod.log.slice(-12) };
   }, PAN_S);
   const fps = pan.frames / (pan.ms / 1000);
+  if (process.env.TMK_BENCH_WEB_VERBOSE) console.log(pan.log);
   console.log(`# fed ${fed[1]} zones (${FEED_S} s of game time) in ${feedS.toFixed(1)} s; the relay stores ${info.stats.zones - info.stats.evicted} zones (${info.stats.evicted} evicted by --session-memory), the page holds ${pageZones} of them in full`);
   console.log(`# pan/zoom ${PAN_S} s over the stored session: ${pan.frames} frames, frame time p50 ${pan.p50.toFixed(1)} ms, p95 ${pan.p95.toFixed(1)} ms, max ${pan.max.toFixed(1)} ms; ${pan.requests} fetches from the relay (${pan.errors} failed)`);
   console.log(`# latency over ${lat.length} probes: p50 ${q(0.5).toFixed(1)} ms, p90 ${q(0.9).toFixed(1)} ms, max ${lat[lat.length - 1].toFixed(1)} ms`);

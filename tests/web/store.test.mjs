@@ -84,3 +84,14 @@ test('dropFirst renumbers extra data and level entries', () => {
   assert.equal(l.dropFirst(10000), 750);
   assert.equal(l.n, 0);
 });
+
+test('uncovered: before what the page holds, and the ranges of slow-connection gaps', () => {
+  const sd = new SessionData('u');
+  assert.deepEqual(sd.uncovered(0, 100), [[0, 100]], 'nothing held yet');
+  sd.addZone(0, 0, 50, 10, 1);
+  sd.finishBatch();
+  assert.deepEqual(sd.uncovered(0, 100), [[0, 50]]);
+  sd.gaps.push({ from: 60, to: 70, zones: 1, other: 0 }, { from: 65, to: 80, zones: 1, other: 0 }, { from: 200, to: 300, zones: 1, other: 0 });
+  assert.deepEqual(sd.uncovered(0, 100), [[0, 50], [60, 80]], 'overlapping gaps merge; far ones are left out');
+  assert.deepEqual(sd.uncovered(55, 75), [[60, 75]]);
+});

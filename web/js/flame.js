@@ -106,7 +106,7 @@ export class FlameChart {
     const dpr = window.devicePixelRatio || 1;
     const W = Math.max(1, Math.floor(this.cv.clientWidth * dpr)), H = Math.max(1, Math.floor(this.cv.clientHeight * dpr));
     if (this.cv.width !== W || this.cv.height !== H) { this.cv.width = W; this.cv.height = H; this.needs = true; }
-    if (this.lod) this.lod.update(this.t0, this.t1, this.cv.clientWidth, this.sd ? this.sd.liveFrom() : Infinity);
+    if (this.lod && sd) this.lod.update(this.t0, this.t1, this.cv.clientWidth, sd.uncovered(this.t0, this.t1));
     if (!this.needs) return;
     this.needs = false;
     this.draw();
@@ -157,9 +157,18 @@ export class FlameChart {
     if (this.opts.onLayout) this.opts.onLayout(this.contentHeight, this.scrollY, H);
     // frame boundaries (under the zones)
     this.drawFrames(ctx, W, H, k);
-    const liveFrom = Math.max(t0, sd.liveFrom());
-    const plan = this.lod ? this.lod.plan(t0, t1, liveFrom, nsPerPx) : [];
+    // the live store where it holds everything, what lod.js fetched elsewhere
+    const unc = sd.uncovered(t0, t1), live = [];
+    let plan = [];
+    let a = t0;
+    for (const [u0, u1] of unc) {
+      if (u0 > a) live.push([a, u0]);
+      if (this.lod) plan = plan.concat(this.lod.plan(u0, u1));
+      a = u1;
+    }
+    if (a < t1) live.push([a, t1]);
     this.plan = plan;
+    this.liveParts = live;
     for (const L of this.layout) {
       const th = L.thread;
       if (L.y > H || L.y + HEAD + L.rows * ROW < 0) continue;
@@ -174,7 +183,7 @@ export class FlameChart {
           if (lane) this.drawLane(ctx, lane, ly, t0, t1, k, nsPerPx, W, seg.from, seg.to);
         }
         const lane = th.lanes[d];
-        if (lane && liveFrom < t1) this.drawLane(ctx, lane, ly, t0, t1, k, nsPerPx, W, liveFrom, t1);
+        if (lane) for (const [p0, p1] of live) this.drawLane(ctx, lane, ly, t0, t1, k, nsPerPx, W, p0, p1);
       }
     }
     // gaps from a slow connection
@@ -351,9 +360,9 @@ export class FlameChart {
   }
 
   // ---- hit testing --------------------------------------------------------------------------
-  // The lane source drawn at time t: the live store from liveFrom on, else the plan's segment.
+  // The lane source drawn at time t: the live store where it covers t, else the plan's segment.
   laneAt(th, depth, t) {
-    if (t >= this.sd.liveFrom()) return th.lanes[depth] || null;
+    for (const [a, b] of this.liveParts || []) if (t >= a && t <= b) return th.lanes[depth] || null;
     for (const seg of this.plan || []) if (t >= seg.from && t < seg.to) return seg.set.lane(th.id, depth) || null;
     return null;
   }

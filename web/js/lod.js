@@ -76,6 +76,7 @@ export class LodCache {
     this.storedFirst = -Infinity; // page time of the oldest data the relay still holds
     this.failed = null;      // {span, at}: full detail was too big at this zoom; wait before retrying
     this.requests = 0; this.errors = 0; this.lastError = '';
+    this.log = [];           // the last fetches: {kind, ms, rows, zones} (tests, bench)
   }
   // Session facts from GET /api/sessions: the stored range and whether it is live.
   setInfo(info, origin) {
@@ -113,6 +114,8 @@ export class LodCache {
     if (!f || f.id !== m.id) return;
     this.inflight = null;
     if (f.session !== this.session || f.origin !== this.origin || f.stale) return; // a session or filter ago
+    this.log.push({ kind: f.kind, ms: performance.now() - f.at, rows: m.rows, zones: m.zones, error: m.error });
+    if (this.log.length > 50) this.log.shift();
     if (m.error) { this.errors++; this.lastError = m.error; return; }
     if (f.kind === 'overview') {
       this.overview = new LodSet(m, false); this.overviewAt = performance.now();
@@ -126,7 +129,7 @@ export class LodCache {
   abs(t) { return Math.max(0, Math.round(t + this.origin)); }
   // Called every animation frame with the view and the start of what the live store covers;
   // starts at most one fetch at a time.
-  update(t0, t1, width, coverFrom) {
+  update(t0, t1, width, uncovered) {
     if (!this.session || this.origin === null || this.inflight || !(this.last > this.first)) return;
     const now = performance.now();
     const ov = this.overview;
@@ -136,9 +139,9 @@ export class LodCache {
       this.request('overview', { buckets: OVERVIEW_BUCKETS, limit: OVERVIEW_ROWS }); // all the relay holds
       return;
     }
-    const u1 = Math.min(t1, coverFrom);
-    const u0 = Math.max(t0, this.first);
-    if (!(u1 > u0)) return; // the live store covers the view
+    if (!uncovered.length) return; // the live store covers the view
+    const u0 = Math.max(uncovered[0][0], this.first), u1 = uncovered[uncovered.length - 1][1];
+    if (!(u1 > u0)) return;
     const span = t1 - t0, nsPerPx = span / Math.max(1, width);
     // full detail when the view holds few enough zones
     const d = this.detail;
@@ -160,10 +163,9 @@ export class LodCache {
     const buckets = Math.max(1, Math.min(16384, Math.ceil((b - a) / nsPerPx)));
     this.request('view', { t0: this.abs(a), t1: this.abs(b), buckets, limit: VIEW_ROWS });
   }
-  // What to draw for [t0, t1) before the live store's coverage: [{from, to, set}], best first.
-  plan(t0, t1, coverFrom, nsPerPx) {
+  // What to draw for [t0, end), a part the live store does not cover: [{from, to, set}].
+  plan(t0, end) {
     const out = [];
-    const end = Math.min(t1, coverFrom);
     if (!(end > t0)) return out;
     const d = this.detail, v = this.view, ov = this.overview;
     // full detail where it reaches, a summary elsewhere

@@ -201,6 +201,22 @@ export class SessionData {
   }
   // Start of the range the zones held cover completely (Infinity before any zone arrived).
   liveFrom() { return this.trimmed ? this.coverFrom : this.minTime; }
+  // The parts of [t0, t1] the zones held do not cover in full: before liveFrom(), and the ranges
+  // of a slow connection's GAPs (only long zones arrived there). Sorted, disjoint [a, b] pairs.
+  uncovered(t0, t1) {
+    const out = [];
+    const lf = this.liveFrom();
+    let a = t0;
+    if (lf > t0) { const b = Math.min(t1, lf); out.push([t0, b]); a = b; }
+    if (this.gaps.length) {
+      const gs = this.gaps.filter((g) => g.to > a && g.from < t1).map((g) => [Math.max(a, g.from), Math.min(t1, g.to)]).sort((x, y) => x[0] - y[0]);
+      for (const g of gs) {
+        const last = out[out.length - 1];
+        if (last && g[0] <= last[1]) { if (g[1] > last[1]) last[1] = g[1]; } else out.push(g);
+      }
+    }
+    return out;
+  }
   trim() {
     if (this.zoneCount > this.maxZones) {
       const lo = this.trimmed ? this.coverFrom : this.minTime;
