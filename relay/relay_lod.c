@@ -185,8 +185,7 @@ static int qnum(const char* qs, const char* name, uint64_t* out) {
   return 1;
 }
 
-static int fail(char* err, size_t ecap, const char** code, const char* c, const char* msg,
-                int status) {
+static int fail(char* err, size_t ecap, int* code, int c, const char* msg, int status) {
   snprintf(err, ecap, "%s", msg);
   *code = c;
   return status;
@@ -213,31 +212,31 @@ static void put_row(tmk__json* j, const row* r) {
 }
 
 int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j, char* err,
-                     size_t ecap, const char** code) {
+                     size_t ecap, int* code) {
   uint64_t t0 = 0, t1 = 0, buckets = LOD_DEFAULT_BUCKETS, thread = 0, limit = LOD_DEFAULT_LIMIT,
            full = 0, level = 5, mask = 0xffffffffu;
   int has_level, has_mask;
   int has_t0, has_t1, has_thread, rc;
   if ((has_t0 = qnum(qs, "t0", &t0)) < 0)
-    return fail(err, ecap, code, "EINVAL", "t0 must be a time in ns", 400);
+    return fail(err, ecap, code, TMK_EINVAL, "t0 must be a time in ns", 400);
   if ((has_t1 = qnum(qs, "t1", &t1)) < 0)
-    return fail(err, ecap, code, "EINVAL", "t1 must be a time in ns", 400);
+    return fail(err, ecap, code, TMK_EINVAL, "t1 must be a time in ns", 400);
   if ((rc = qnum(qs, "buckets", &buckets)) < 0 || (rc && (buckets < 1 || buckets > LOD_MAX_BUCKETS)))
-    return fail(err, ecap, code, "ERANGE", "buckets must be 1..16384", 400);
+    return fail(err, ecap, code, TMK_ERANGE, "buckets must be 1..16384", 400);
   if ((has_thread = qnum(qs, "thread", &thread)) < 0 || (has_thread && thread > UINT32_MAX))
-    return fail(err, ecap, code, "EINVAL", "thread must be a thread index", 400);
+    return fail(err, ecap, code, TMK_EINVAL, "thread must be a thread index", 400);
   if ((rc = qnum(qs, "limit", &limit)) < 0 || (rc && (limit < 1 || limit > LOD_MAX_LIMIT)))
-    return fail(err, ecap, code, "ERANGE", "limit must be 1..1000000", 400);
+    return fail(err, ecap, code, TMK_ERANGE, "limit must be 1..1000000", 400);
   if ((rc = qnum(qs, "full", &full)) < 0 || full > 1)
-    return fail(err, ecap, code, "EINVAL", "full must be 0 or 1", 400);
+    return fail(err, ecap, code, TMK_EINVAL, "full must be 0 or 1", 400);
   if ((has_level = qnum(qs, "level", &level)) < 0 || level > 5)
-    return fail(err, ecap, code, "EINVAL", "level must be 0..5", 400);
+    return fail(err, ecap, code, TMK_EINVAL, "level must be 0..5", 400);
   if ((has_mask = qnum(qs, "mask", &mask)) < 0 || mask > UINT32_MAX)
-    return fail(err, ecap, code, "EINVAL", "mask must be a 32-bit unsigned integer", 400);
+    return fail(err, ecap, code, TMK_EINVAL, "mask must be a 32-bit unsigned integer", 400);
 
   if (!has_t0 || !has_t1) { /* default: what the store still holds */
     tmk__session* s = tmk__session_get(r, id);
-    if (!s) return fail(err, ecap, code, "ENOTFOUND", "no such session", 404);
+    if (!s) return fail(err, ecap, code, TMK_ENOTFOUND, "no such session", 404);
     uint64_t a = 0, b = 0;
     pthread_mutex_lock(&s->mu);
     tmk__store_range(s->store, &a, &b);
@@ -246,11 +245,11 @@ int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j,
     if (!has_t0) t0 = a;
     if (!has_t1) t1 = b;
   }
-  if (t1 < t0) return fail(err, ecap, code, "EINVAL", "t1 is before t0", 400);
+  if (t1 < t0) return fail(err, ecap, code, TMK_EINVAL, "t1 is before t0", 400);
 
   if (atomic_fetch_add(&g_running, 1) >= LOD_MAX_RUNNING) {
     atomic_fetch_sub(&g_running, 1);
-    return fail(err, ecap, code, "EAGAIN", "too many level-of-detail requests at once; retry", 503);
+    return fail(err, ecap, code, TMK_EAGAIN, "too many level-of-detail requests at once; retry", 503);
   }
   lod_ctx c;
   memset(&c, 0, sizeof c);
@@ -294,15 +293,15 @@ int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j,
 
   if (c.too_many_lanes) {
     free_ctx(&c);
-    return fail(err, ecap, code, "ERANGE",
+    return fail(err, ecap, code, TMK_ERANGE,
                 "too many lanes (threads × depths) for this many buckets: ask for fewer buckets "
                 "or one thread",
                 422);
   }
   if (c.err) {
     free_ctx(&c);
-    if (c.err == TMK_ENOTFOUND) return fail(err, ecap, code, "ENOTFOUND", "no such session", 404);
-    return fail(err, ecap, code, "ENOMEM", "out of memory", 500);
+    if (c.err == TMK_ENOTFOUND) return fail(err, ecap, code, TMK_ENOTFOUND, "no such session", 404);
+    return fail(err, ecap, code, TMK_ENOMEM, "out of memory", 500);
   }
 
   tmk__json_begin_obj(j);
