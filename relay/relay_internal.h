@@ -123,6 +123,7 @@ struct tmk_relay {
   /* counters [loop] */
   _Atomic uint64_t garbage;           /* datagrams/frames that were not telemark packets */
   _Atomic uint64_t rejected_sessions; /* new sessions refused (max sessions / per source) */
+  atomic_int lod_running;             /* relay_lod.c: level-of-detail requests computing now */
   uint64_t records_at_last_stats;
   uint64_t lost_at_last_stats, packets_at_last_stats, garbage_at_last_stats;
   uint64_t last_stats_ms;

@@ -19,11 +19,8 @@
 #define LOD_MAX_CELLS (2u << 20)  /* lanes × buckets: 64 MiB of cells per request at most */
 #define LOD_MAX_LANES 4096
 #define LOD_SLICE_CHUNKS 64       /* 64 Ki zones per lock hold */
-#define LOD_MAX_RUNNING 4         /* requests computing at once; more get 503 */
-
-/* Requests computing now: a process-wide cap so that many clients cannot multiply the memory
- * bound above (file-local; nothing else reads it). */
-static atomic_int g_running;
+#define LOD_MAX_RUNNING 4         /* requests computing at once per relay (r->lod_running);
+                                    more get 503, so clients cannot multiply the bound above */
 
 typedef struct cell {
   uint64_t s, e, maxdur;
@@ -247,8 +244,8 @@ int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j,
   }
   if (t1 < t0) return fail(err, ecap, code, TMK_EINVAL, "t1 is before t0", 400);
 
-  if (atomic_fetch_add(&g_running, 1) >= LOD_MAX_RUNNING) {
-    atomic_fetch_sub(&g_running, 1);
+  if (atomic_fetch_add(&r->lod_running, 1) >= LOD_MAX_RUNNING) {
+    atomic_fetch_sub(&r->lod_running, 1);
     return fail(err, ecap, code, TMK_EAGAIN, "too many level-of-detail requests at once; retry", 503);
   }
   lod_ctx c;
@@ -289,7 +286,7 @@ int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j,
     }
     tmk__session_unref(s);
   }
-  atomic_fetch_sub(&g_running, 1);
+  atomic_fetch_sub(&r->lod_running, 1);
 
   if (c.too_many_lanes) {
     free_ctx(&c);
