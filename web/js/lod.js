@@ -8,7 +8,7 @@
 export const OVERVIEW_BUCKETS = 4096;
 export const VIEW_ROWS = 300000;
 export const OVERVIEW_ROWS = 300000;
-export const DETAIL_ROWS = 400000;   // full detail is fetched when the view holds fewer zones
+export const DETAIL_ROWS = 300000;   // full detail is fetched when the view holds fewer zones
 const LIVE_REFRESH_MS = 2000;
 
 // One lane (thread × depth) of a fetched answer: rows sorted by start. A row merges `count`

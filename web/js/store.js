@@ -15,7 +15,9 @@ function grow(arr, need) {
 // below 2^shift ns) whose gaps are below 2^shift ns into one run. Big zones stay single. In a window
 // of W ns a level holds at most about 2·W/2^shift entries, so drawing at a zoom of ~2^shift ns per
 // pixel touches O(pixels) entries however many zones are loaded. Entries store raw indexes only.
-export const LOD_SHIFTS = [10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32];
+// Levels start at 16 µs: finer views draw raw zones, which are few there, and each level costs up
+// to ~17 bytes a zone, so fewer levels keep the page's memory bound.
+export const LOD_SHIFTS = [14, 16, 18, 20, 22, 24, 26, 28, 30, 32];
 
 class LodLevel {
   constructor(shift) {
@@ -346,7 +348,7 @@ export class SessionData {
 }
 
 // Zones a page holds in full before forgetting the oldest (tests lower it).
-SessionData.maxZones = 1000000;
+SessionData.maxZones = 800000;
 
 // Chrome trace event format (the "JSON Array/Object Format" read by chrome://tracing and
 // Perfetto): complete events ("ph":"X") in microseconds, instant events for messages and frames.
