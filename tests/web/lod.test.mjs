@@ -108,6 +108,17 @@ describe('level of detail', () => {
     assert.equal(tiny.json.res_ns, 1);
   });
 
+  test('many at once: each answered whole or refused with 503 EAGAIN, and the relay goes on', async () => {
+    const rs = await Promise.all(Array.from({ length: 16 }, (_, i) =>
+      getJSON(relay, `/api/sessions/${s.id}/lod?buckets=16384${i % 2 ? '&full=1&limit=1000000' : ''}`)));
+    for (const r of rs) {
+      if (r.status === 503) { isError(r, 503, 'EAGAIN'); continue; }
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.truncated, false);
+    }
+    assert.equal((await getJSON(relay, `/api/sessions/${s.id}`)).status, 200);
+  });
+
   test('after evictions the default range is what the relay still holds', async () => {
     const small = await startRelay(['--session-memory', '1M']);
     try {
