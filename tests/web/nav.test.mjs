@@ -40,8 +40,7 @@ describe('dashboard navigation', () => {
     await until(() => T(() => window.telemark.app.historyDone), 15000, 'history');
     await demo.exited;
     s = await until(async () => { const r = await getJSON(relay, `/api/sessions/${s.id}`); return !r.json.live && r.json; }, 20000, 'the demo to end');
-    // the overview of everything stored, fetched after the last zone arrived
-    await until(() => T((last) => { const l = window.telemark.lod; return l.overview && l.overview.t1 + l.origin >= last; }, s.last_ns), 15000, 'the overview');
+    await until(() => T(() => window.telemark.lod.overview), 15000, 'the overview');
   });
   after(async () => {
     if (browser) { await browser.close(); fs.rmSync(browser.userDataDir, { recursive: true, force: true }); }
@@ -57,6 +56,8 @@ describe('dashboard navigation', () => {
     const r = await T(() => ({ t0: window.telemark.flame.t0, t1: window.telemark.flame.t1 }));
     assert.ok(r.t0 <= s.first_ns - st.origin + 1, `fit all starts at the first stored zone: ${r.t0} vs ${s.first_ns - st.origin}`);
     assert.ok(r.t1 >= s.last_ns - st.origin - 1, 'and ends at the last');
+    // the view now needs what the page does not hold: the overview is refreshed up to the end
+    await until(() => T((last) => { const l = window.telemark.lod; return l.overview.t1 + l.origin >= last; }, s.last_ns), 15000, 'the overview of everything stored');
     const ov = await T(() => ({ zones: window.telemark.lod.overview.zones }));
     assert.equal(ov.zones, s.stats.zones, 'the overview summarises every zone the relay stores');
     // zoom into the oldest second, which the page no longer holds: full detail comes from the relay
@@ -165,10 +166,13 @@ describe('dashboard navigation', () => {
     const last = await T(() => { const f = window.telemark.flame, l = f.layout[f.layout.length - 1]; return { bottom: l.y + 18 + l.rows * 16, H: f.cv.clientHeight, scrollY: f.scrollY }; });
     assert.ok(last.scrollY > 0 && last.bottom <= last.H, `last lane visible: ${JSON.stringify(last)}`);
     await shot('lanes-scrolled');
+    await page.setViewportSize({ width: 1920, height: 1080 });
+    await sleep(200);
+    await shot('lanes-scrolled');
     await page.keyboard.press('c');
     await sleep(100);
     assert.ok(await T(() => window.telemark.flame.layout.every((l) => l.collapsed)));
-    await shot('lanes-collapsed');
+    for (const [w, h] of SIZES) { await page.setViewportSize({ width: w, height: h }); await sleep(200); await shot('lanes-collapsed'); }
     await page.keyboard.press('e');
     await T(() => window.telemark.flame.scrollTo(0));
   });

@@ -72,7 +72,7 @@ export class LodCache {
     this.live = false;
     this.overview = null; this.view = null; this.detail = null;
     this.inflight = null;
-    this.overviewAt = 0;
+    this.overviewAt = 0; this.overviewMs = 0;
     this.storedFirst = -Infinity; // page time of the oldest data the relay still holds
     this.failed = null;      // {span, at}: full detail was too big at this zoom; wait before retrying
     this.requests = 0; this.errors = 0; this.lastError = '';
@@ -118,7 +118,7 @@ export class LodCache {
     if (this.log.length > 50) this.log.shift();
     if (m.error) { this.errors++; this.lastError = m.error; return; }
     if (f.kind === 'overview') {
-      this.overview = new LodSet(m, false); this.overviewAt = performance.now();
+      this.overview = new LodSet(m, false); this.overviewAt = performance.now(); this.overviewMs = this.overviewAt - f.at;
       if (m.t1 > m.t0) { this.storedFirst = m.t0; this.first = Math.max(this.first, m.t0); this.last = Math.max(this.last, m.t1); }
     }
     else if (f.kind === 'view') this.view = new LodSet(m, false);
@@ -133,13 +133,12 @@ export class LodCache {
     if (!this.session || this.origin === null || this.inflight || !(this.last > this.first)) return;
     const now = performance.now();
     const ov = this.overview;
-    // the stored range grows while the session is live (or the relay still ingests): refresh
-    const stale = ov && ov.t1 < this.last - (this.last - this.first) * 0.01 && now - this.overviewAt > LIVE_REFRESH_MS;
-    if (!ov || stale) {
-      this.request('overview', { buckets: OVERVIEW_BUCKETS, limit: OVERVIEW_ROWS }); // all the relay holds
-      return;
-    }
-    if (!uncovered.length) return; // the live store covers the view
+    if (!ov) { this.request('overview', { buckets: OVERVIEW_BUCKETS, limit: OVERVIEW_ROWS }); return; } // all the relay holds
+    if (!uncovered.length) return; // the live store covers the view: nothing to fetch
+    // the stored range grows while the session is live (or the relay still ingests): refresh the
+    // overview now and then while the view needs it, no more often than 10× what it costs
+    const stale = ov.t1 < this.last - (this.last - this.first) * 0.01 && now - this.overviewAt > Math.max(LIVE_REFRESH_MS, 10 * this.overviewMs);
+    if (stale) { this.request('overview', { buckets: OVERVIEW_BUCKETS, limit: OVERVIEW_ROWS }); return; }
     const u0 = Math.max(uncovered[0][0], this.first), u1 = uncovered[uncovered.length - 1][1];
     if (!(u1 > u0)) return;
     const span = t1 - t0, nsPerPx = span / Math.max(1, width);
