@@ -52,6 +52,8 @@ describe('dashboard navigation', () => {
     const st = await T(() => { const T = window.telemark; return { zones: T.sd.zoneCount, max: T.sd.maxZones, trimmed: T.sd.trimmed, origin: T.sd.origin }; });
     assert.ok(st.zones <= st.max, `page holds ${st.zones} zones, cap ${st.max}`);
     assert.ok(st.trimmed > 0, 'the demo overflowed the page store');
+    // the page learns the stored range from GET /api/sessions (polled each second)
+    await until(() => T((last) => { const r = window.telemark.flame.range(); return r && r[1] + window.telemark.sd.origin >= last; }, s.last_ns), 5000, 'the stored range');
     await page.keyboard.press('Home'); // a fresh page: no click first
     const r = await T(() => ({ t0: window.telemark.flame.t0, t1: window.telemark.flame.t1 }));
     assert.ok(r.t0 <= s.first_ns - st.origin + 1, `fit all starts at the first stored zone: ${r.t0} vs ${s.first_ns - st.origin}`);
