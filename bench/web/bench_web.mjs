@@ -89,6 +89,7 @@ try {
   const heap = await cdp.send('Runtime.getHeapUsage');
   const heapMb = (heap.usedSize + (heap.embedderHeapUsedSize || 0) + (heap.backingStorageSize || 0)) / 1048576;
   const pageZones = await page.evaluate(() => window.telemark.sd.zoneCount);
+  const pageGaps = await page.evaluate(() => window.telemark.sd.gaps.length);
 
   // ---- continuous pan/zoom over everything the relay stores ---------------------------------
   // Every animation frame moves the view (as a user dragging and wheeling would): from the whole
@@ -122,7 +123,7 @@ try {
   }, PAN_S);
   const fps = pan.frames / (pan.ms / 1000);
   if (process.env.TMK_BENCH_WEB_VERBOSE) console.log(pan.log);
-  console.log(`# fed ${fed[1]} zones (${FEED_S} s of game time) in ${feedS.toFixed(1)} s; the relay stores ${info.stats.zones - info.stats.evicted} zones (${info.stats.evicted} evicted by --session-memory), the page holds ${pageZones} of them in full`);
+  console.log(`# fed ${fed[1]} zones (${FEED_S} s of game time) in ${feedS.toFixed(1)} s; the relay stores ${info.stats.zones - info.stats.evicted} zones (${info.stats.evicted} evicted by --session-memory), the page holds ${pageZones} of them (live stream; ${pageGaps} ranges coalesced while it fell behind)`);
   console.log(`# pan/zoom ${PAN_S} s over the stored session: ${pan.frames} frames, frame time p50 ${pan.p50.toFixed(1)} ms, p95 ${pan.p95.toFixed(1)} ms, max ${pan.max.toFixed(1)} ms; ${pan.requests} fetches from the relay (${pan.errors} failed)`);
   console.log(`# latency over ${lat.length} probes: p50 ${q(0.5).toFixed(1)} ms, p90 ${q(0.9).toFixed(1)} ms, max ${lat[lat.length - 1].toFixed(1)} ms`);
   console.log(`RESULT fps_pan_10m=${fps.toFixed(1)}`);
