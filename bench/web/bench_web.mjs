@@ -119,12 +119,12 @@ try {
     d.sort((a, b) => a - b);
     return { frames: stamps.length - 1, ms: stamps[stamps.length - 1] - stamps[0],
       p50: d[d.length >> 1], p95: d[Math.floor(d.length * 0.95)], max: d[d.length - 1],
-      requests: lod.requests, errors: lod.errors, log: lod.log.slice(-12) };
+      requests: lod.requests, errors: lod.errors, lastError: lod.lastError, log: lod.log.slice(-12) };
   }, PAN_S);
   const fps = pan.frames / (pan.ms / 1000);
   if (process.env.TMK_BENCH_WEB_VERBOSE) console.log(pan.log);
   console.log(`# fed ${fed[1]} zones (${FEED_S} s of game time) in ${feedS.toFixed(1)} s; the relay stores ${info.stats.zones - info.stats.evicted} zones (${info.stats.evicted} evicted by --session-memory), the page holds ${pageZones} of them (live stream; ${pageGaps} ranges coalesced while it fell behind)`);
-  console.log(`# pan/zoom ${PAN_S} s over the stored session: ${pan.frames} frames, frame time p50 ${pan.p50.toFixed(1)} ms, p95 ${pan.p95.toFixed(1)} ms, max ${pan.max.toFixed(1)} ms; ${pan.requests} fetches from the relay (${pan.errors} failed)`);
+  console.log(`# pan/zoom ${PAN_S} s over the stored session: ${pan.frames} frames, frame time p50 ${pan.p50.toFixed(1)} ms, p95 ${pan.p95.toFixed(1)} ms, max ${pan.max.toFixed(1)} ms; ${pan.requests} fetches from the relay (${pan.errors} failed${pan.errors ? ', last: ' + pan.lastError : ''})`);
   console.log(`# latency over ${lat.length} probes: p50 ${q(0.5).toFixed(1)} ms, p90 ${q(0.9).toFixed(1)} ms, max ${lat[lat.length - 1].toFixed(1)} ms`);
   console.log(`RESULT fps_pan_10m=${fps.toFixed(1)}`);
   console.log(`RESULT frame_ms_p95_10m=${pan.p95.toFixed(1)}`);

@@ -260,5 +260,10 @@ describe('dashboard navigation', () => {
     }
   });
 
-  test('no page errors', () => { assert.deepEqual(errors, []); });
+  test('no page errors, no failed fetch from the relay', async () => {
+    assert.deepEqual(errors, []);
+    const l = await T(() => ({ requests: window.telemark.lod.requests, errors: window.telemark.lod.errors, last: window.telemark.lod.lastError }));
+    assert.ok(l.requests > 3, `the page fetched from the relay (${l.requests})`);
+    assert.equal(l.errors, 0, `failed fetches, last: ${l.last}`);
+  });
 });

@@ -63,6 +63,7 @@ export class LodCache {
     this.opts = opts;
     this.worker = null;
     this.nextId = 1;
+    this.requests = 0; this.errors = 0; this.lastError = ''; // since the page loaded
     this.reset(null);
   }
   reset(sessionId) {
@@ -75,7 +76,6 @@ export class LodCache {
     this.overviewAt = 0; this.overviewMs = 0;
     this.storedFirst = -Infinity; // page time of the oldest data the relay still holds
     this.failed = null;      // {span, at}: full detail was too big at this zoom; wait before retrying
-    this.requests = 0; this.errors = 0; this.lastError = '';
     this.log = [];           // the last fetches: {kind, ms, rows, zones} (tests, bench)
   }
   // Session facts from GET /api/sessions: the stored range and whether it is live.
@@ -139,7 +139,8 @@ export class LodCache {
     // overview now and then while the view needs it, no more often than 10× what it costs
     const stale = ov.t1 < this.last - (this.last - this.first) * 0.01 && now - this.overviewAt > Math.max(LIVE_REFRESH_MS, 10 * this.overviewMs);
     if (stale) { this.request('overview', { buckets: OVERVIEW_BUCKETS, limit: OVERVIEW_ROWS }); return; }
-    const u0 = Math.max(uncovered[0][0], this.first), u1 = uncovered[uncovered.length - 1][1];
+    // only what the relay stores: a view past either end asks for nothing there
+    const u0 = Math.max(uncovered[0][0], this.first), u1 = Math.min(uncovered[uncovered.length - 1][1], this.last);
     if (!(u1 > u0)) return;
     const span = t1 - t0, nsPerPx = span / Math.max(1, width);
     // full detail when the view holds few enough zones
@@ -159,6 +160,7 @@ export class LodCache {
     const v = this.view;
     if (v && v.covers(u0, u1) && v.res <= nsPerPx * 2 && v.res >= nsPerPx / 4) return;
     const a = Math.max(this.first, t0 - span), b = Math.min(this.last, t1 + span);
+    if (!(b > a)) return;
     const buckets = Math.max(1, Math.min(16384, Math.ceil((b - a) / nsPerPx)));
     this.request('view', { t0: this.abs(a), t1: this.abs(b), buckets, limit: VIEW_ROWS });
   }
