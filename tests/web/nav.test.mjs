@@ -117,7 +117,8 @@ describe('dashboard navigation', () => {
       const first = parseFloat(labels[0]);
       assert.ok(Math.abs(first * 1e9 - (mid + origin)) <= span, `first label is the session's own time: ${labels[0]}`);
     }
-    for (const [w, h] of SIZES) { await page.setViewportSize({ width: w, height: h }); await sleep(200); await shot('ruler-ns'); }
+    await until(() => T(() => { const l = window.telemark.lod; return !l.inflight && l.detail; }), 5000, 'detail for the screenshot');
+    for (const [w, h] of SIZES) { await page.setViewportSize({ width: w, height: h }); await sleep(300); await shot('ruler-ns'); }
     await page.setViewportSize({ width: 1280, height: 720 });
   });
 
