@@ -634,6 +634,19 @@ static int h_analysis(struct mg_connection* conn, tmk_relay* r, const char* id,
   return reply(conn, status, &j);
 }
 
+/* Level-of-detail summaries: computed by relay_lod.c. */
+static int h_lod(struct mg_connection* conn, tmk_relay* r, const char* id) {
+  char err[256];
+  int code = 0;
+  tmk__json j;
+  tmk__json_init(&j);
+  int status = tmk__lod_request(r, id, mg_get_request_info(conn)->query_string, &j, err,
+                                sizeof err, &code);
+  if (status == 200) return reply(conn, 200, &j);
+  tmk__json_free(&j);
+  return tmk__http_send_error(conn, status, code, err);
+}
+
 /* /api/...: routes by method and path. */
 static int api_handler(struct mg_connection* conn, void* cbdata) {
   tmk_relay* r = cbdata;
@@ -672,7 +685,7 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
       int post;
     } routes[] = {{"", 0},       {"zones", 0},        {"events", 0},       {"sites", 0},
                   {"control", 1}, {"record/start", 1}, {"record/stop", 1},
-                  {"stats", 0},   {"occurrences", 0}};
+                  {"stats", 0},   {"occurrences", 0}, {"lod", 0}};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
       if (strcmp(sub, routes[i].path) != 0) continue;
       if (routes[i].post ? !post : !get)
@@ -686,7 +699,8 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
         case 5: return h_record(conn, r, id, 1);
         case 6: return h_record(conn, r, id, 0);
         case 7: return h_analysis(conn, r, id, tmk__analysis_stats_json);
-        default: return h_analysis(conn, r, id, tmk__analysis_occurrences_json);
+        case 8: return h_analysis(conn, r, id, tmk__analysis_occurrences_json);
+        default: return h_lod(conn, r, id);
       }
     }
   }
