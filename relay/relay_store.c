@@ -51,7 +51,7 @@ typedef struct series {
 struct chunk {
   chunk* gnext;  /* global allocation order, for eviction */
   chunk* snext;  /* next in its series */
-  series* owner;
+  uint32_t owner; /* index of its thread in st->threads (an index: that array moves as it grows) */
   uint64_t base; /* ticks */
   uint64_t tmin, tmax;
   uint32_t count, used, cap;
@@ -302,7 +302,8 @@ static int evict_one(tmk__store* st) {
   if (!c) return 0;
   st->ghead = c->gnext;
   if (!st->ghead) st->gtail = NULL;
-  series* s = c->owner;
+  thread* t = &st->threads[c->owner];
+  series* s = c->kind == CK_ZONES ? &t->zones : &t->events;
   /* Chunks of one series are allocated in order, so the globally oldest is its series' head. */
   if (s->head == c) {
     s->head = c->snext;
@@ -314,14 +315,15 @@ static int evict_one(tmk__store* st) {
   return 1;
 }
 
-static chunk* new_chunk(tmk__store* st, series* s, uint32_t kind, uint32_t cap, uint64_t base) {
+static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, uint64_t base) {
   size_t need = sizeof(chunk) + cap;
   while (st->mem + need > st->budget && evict_one(st)) {
   }
   chunk* c = malloc(need);
   if (!c) return NULL;
   memset(c, 0, sizeof *c);
-  c->owner = s;
+  series* s = kind == CK_ZONES ? &t->zones : &t->events;
+  c->owner = (uint32_t)(t - st->threads);
   c->kind = kind;
   c->cap = cap;
   c->base = base;
@@ -433,7 +435,7 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
                            uint32_t site_id, uint32_t depth, uint32_t flags) {
   chunk* c = t->zones.tail;
   if (!c || c->count == ZONES_PER_CHUNK || !fits_off(start, c->base)) {
-    c = new_chunk(st, &t->zones, CK_ZONES, ZONES_PER_CHUNK * sizeof(zrec), start);
+    c = new_chunk(st, t, CK_ZONES, ZONES_PER_CHUNK * sizeof(zrec), start);
     if (!c) return TMK_ENOMEM;
   }
   if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
@@ -457,7 +459,7 @@ static int add_event(tmk__store* st, thread* t, const tmk_relay_event* e, uint64
   need = (need + 3) & ~(size_t)3;
   chunk* c = t->events.tail;
   if (!c || c->used + need > c->cap || !fits_off(ticks, c->base)) {
-    c = new_chunk(st, &t->events, CK_EVENTS, EVENT_CHUNK_BYTES, ticks);
+    c = new_chunk(st, t, CK_EVENTS, EVENT_CHUNK_BYTES, ticks);
     if (!c) return TMK_ENOMEM;
   }
   uint8_t* p = c->data + c->used;

@@ -676,6 +676,42 @@ def case_control():
         eq(r.stop(), 0, "exit code")
 
 
+def attack(mode, r, *args, timeout=30):
+    p = subprocess.run([os.path.join(BIN, "tmk-relay-attack"), mode, "--to", f"127.0.0.1:{r.port}",
+                        *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        fail(f"tmk-relay-attack {mode} {args} failed ({p.returncode}): {p.stderr}")
+    return p.stdout
+
+
+def alive(r):
+    check(r.proc.poll() is None, f"the relay died (exit {r.proc.returncode})")
+    return r.get("/api/relay")
+
+
+def case_evict_threads():
+    """Issue 15 item 1: a new thread after eviction has begun must not make eviction write
+    through a stale pointer into the moved thread table (release build: segfault)."""
+    r = Relay("--session-memory", "1M")
+    try:
+        sid = "0a77ac4000000001"
+        attack("threads", r, "--session", sid, "--count", 14, "--zones", 8000)
+        js = wait_for(lambda: (lambda j: j["stats"]["packets"] >= 14 and j)(r.session(sid)), 10,
+                      "14 packets stored")
+        alive(r)
+        check(js["stats"]["evicted"] > 0, f"no eviction: {js['stats']}")
+        check(js["stats"]["mem_bytes"] <= 1 << 20, f"over budget: {js['stats']}")
+        eq(js["threads"], 14, "threads")
+        total = 0
+        for t in range(14):
+            z = zones_of(r, sid, f"&thread={t}")["zones"]
+            eq(sorted({x[2] for x in z} - {t}), [], f"zones of other threads in thread {t}")
+            total += len(z)
+        eq(total + js["stats"]["evicted"], js["stats"]["zones"], "kept + evicted = stored")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_demo():
     """The real agent: telemark-demo over UDP, TCP and its file transport."""
     data = os.path.join(TMP, "data")

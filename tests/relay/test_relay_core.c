@@ -340,6 +340,70 @@ static void test_store_decode_query_and_budget(void** state) {
   tmk__store_free(st);
 }
 
+/* One big packet of `nzones` zones on `thread`, `gap` ticks apart. */
+static size_t make_thread_packet(uint8_t* out, size_t cap, uint64_t seq, uint32_t thread,
+                                 uint32_t nzones, uint64_t gap) {
+  static uint8_t body[60000];
+  static tmk_proto_zone z[8192];
+  tmk_proto_writer w;
+  tmk_proto_writer_init(&w, body, sizeof body);
+  assert_true(tmk_proto_put_thread(&w, thread) >= 0);
+  assert_true(nzones <= 8192);
+  for (uint32_t i = 0; i < nzones; i++) {
+    z[i].start = 1000000 + gap * i;
+    z[i].duration = 50;
+    z[i].site = 3;
+    z[i].depth = 0;
+  }
+  assert_int_equal(tmk_proto_put_zones(&w, z, nzones), (int)nzones);
+  int n = tmk_proto_finish(&w, 77, seq, out, cap, NULL);
+  assert_true(n > 0);
+  return (size_t)n;
+}
+
+typedef struct tz {
+  uint32_t want;
+  size_t n, wrong;
+} tz;
+static int check_thread(void* ud, const tmk_relay_zone* z) {
+  tz* c = ud;
+  c->n++;
+  if (z->thread != c->want) c->wrong++;
+  return 0;
+}
+
+/* Issue 15 item 1: chunks evicted after the thread table grew (and moved) must unlink from
+ * their own thread, not write through a pointer into the old table. */
+static void test_store_evict_after_thread_table_grows(void** state) {
+  (void)state;
+  tmk__store* st = tmk__store_new(1 << 20);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  static uint8_t pk[TMK_PROTO_MAX_PACKET];
+  for (uint32_t t = 0; t < 70; t++) {
+    size_t n = make_thread_packet(pk, sizeof pk, t, t, 3000, 100);
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), 3000);
+  }
+  tmk_relay_session_info info;
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_true(info.stats.evicted > 0);
+  assert_true(info.stats.mem_bytes <= (1 << 20));
+  size_t total = 0;
+  for (uint32_t t = 0; t < 70; t++) {
+    tmk_relay_query q;
+    memset(&q, 0, sizeof q);
+    q.thread = t;
+    q.limit = 1000000;
+    tz c = {t, 0, 0};
+    tmk__store_zones(st, &q, check_thread, &c);
+    assert_int_equal(c.wrong, 0);
+    total += c.n;
+  }
+  assert_int_equal(total + info.stats.evicted, info.stats.zones);
+  free(scratch);
+  tmk__store_free(st);
+}
+
 static void test_store_live_ring(void** state) {
   (void)state;
   tmk__store* st = tmk__store_new(64 << 20);
@@ -409,6 +473,7 @@ int main(void) {
       cmocka_unit_test(test_crc32c_check_value),
       cmocka_unit_test(test_agent_file),
       cmocka_unit_test(test_store_decode_query_and_budget),
+      cmocka_unit_test(test_store_evict_after_thread_table_grows),
       cmocka_unit_test(test_store_live_ring),
       cmocka_unit_test(test_json_escaping),
   };
