@@ -227,6 +227,9 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
     /* A session moves to TCP (or reconnects) only with a HELLO from the same host. */
     if (!is_hello || !tmk__same_ip(bound, src)) return -1;
     if (c->session && c->session != s) return -1;
+    /* The old connection no longer owns the session: closing it later must not touch the
+     * session, which may be gone by then (issue 15 item 2). */
+    if (s->conn) s->conn->session = NULL;
     s->conn = c;
     c->session = s;
     memcpy(&s->addr, src, addr_len(src));

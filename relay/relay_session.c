@@ -136,6 +136,8 @@ int tmk__session_register(tmk_relay* r, tmk__session* s) {
   if (victim) {
     tmk__log(TMK_LOG_INFO, "session %s: removed from memory to make room (max sessions %u)",
              victim->id, r->cfg.max_sessions);
+    for (tmk__conn* c = r->conns; c; c = c->next) /* none should, but never leave one dangling */
+      if (c->session == victim) c->session = NULL;
     if (!victim->replay) unlink_sid(r, victim);
     tmk__session_unref(victim);
   }

@@ -718,6 +718,32 @@ def case_evict_threads():
         eq(r.stop(), 0, "exit code")
 
 
+def case_tcp_takeover():
+    """Issue 15 item 2: a second TCP connection from the same host takes the session over; the
+    first connection, closed after the session was evicted, must not touch the freed session
+    (heap use-after-free: telemark-relay-asan aborts)."""
+    r = Relay("--max-sessions", 4)  # two connections per host
+    try:
+        sid = "00000000007a4e01"
+        first = synth_bg("--to", f"127.0.0.1:{r.port}", "--tcp", "--session", sid, "--packets", 5,
+                         "--no-bye", "--linger", 4500)
+        r.wait_zones(sid, 5 * 40)
+        time.sleep(2.3)  # the first connection has been quiet long enough to be replaced
+        synth("--to", f"127.0.0.1:{r.port}", "--tcp", "--session", sid, "--packets", 5,
+              "--seq-start", 5, "--no-bye")
+        js = r.wait_zones(sid, 10 * 40)
+        eq(js["transport"], "tcp", "transport")
+        wait_for(lambda: not r.session(sid)["live"], 5, "the second connection's close")
+        attack("churn", r, "--count", 4)  # evicts the ended session
+        wait_for(lambda: all(s["id"] != sid for s in r.sessions()), 5, "the session evicted")
+        out, err = first.communicate(timeout=20)  # the first connection closes now
+        eq(first.returncode, 0, f"first synth: {err}")
+        time.sleep(0.3)
+        alive(r)
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_fuzz():
     """Structured UDP fuzzer (tmk-relay-attack fuzz): valid headers built by the encoder, mutated
     records, seq jumps, replays, HELLO/BYE, 24 sessions x 12 threads, for a bounded time, while
