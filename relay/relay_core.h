@@ -48,6 +48,13 @@ uint64_t tmk__unix_ns(void);
  * ============================================================================================= */
 
 #define TMK__REORDER_HISTORY 8192 /* seqs remembered behind `next` for dup/late detection */
+/* A packet this far ahead of `next` (or further behind it than the history) would freeze the
+ * session if it moved the window: it is refused and counted, unless it starts a new epoch —
+ * TMK__REORDER_EPOCH_RUN such packets in sequence while nothing in range arrived for
+ * TMK__REORDER_EPOCH_QUIET_MS (an agent back from a long outage). Issue 15 item 3. */
+#define TMK__REORDER_FAR (TMK__REORDER_HISTORY / 2)
+#define TMK__REORDER_EPOCH_RUN 8
+#define TMK__REORDER_EPOCH_QUIET_MS 1000
 
 typedef void (*tmk__deliver_fn)(void* ud, const uint8_t* packet, size_t len, uint64_t seq);
 
@@ -70,6 +77,11 @@ typedef struct tmk__reorder {
   uint64_t oldest_ms;  /* arrival time of the oldest held packet */
   uint8_t history[TMK__REORDER_HISTORY / 8]; /* bit per seq below next: 1 = delivered */
   uint64_t lost, duplicated, reordered, late, stale;
+  uint64_t refused;    /* packets far out of range, dropped (see TMK__REORDER_FAR) */
+  uint64_t epochs;     /* times the sequence restarted far away */
+  uint64_t far_seq;    /* last far packet, and how many came in sequence */
+  uint32_t far_run;
+  uint64_t last_ok_ms; /* arrival of the last packet in range */
   size_t mem;          /* bytes held in slot buffers */
 } tmk__reorder;
 
@@ -77,7 +89,8 @@ typedef struct tmk__reorder {
 int tmk__reorder_init(tmk__reorder* ro, uint32_t window, uint32_t window_ms);
 void tmk__reorder_free(tmk__reorder* ro);
 /* Offers one packet (copied if it must wait). Delivers whatever became in order. Returns 1 if
- * it was delivered or held, 0 if it was a duplicate or too old, TMK_ENOMEM. */
+ * it was delivered or held, 0 if it was a duplicate, too old or refused as far out of range,
+ * TMK_ENOMEM. */
 int tmk__reorder_push(tmk__reorder* ro, uint64_t seq, const uint8_t* packet, size_t len,
                       uint64_t now_ms, tmk__deliver_fn fn, void* ud);
 /* Declares lost the gaps before packets held longer than window_ms and delivers what follows.

@@ -224,9 +224,14 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
       s->conn ? (const struct sockaddr*)&s->conn->peer : (const struct sockaddr*)&s->addr;
   if (c) {
     if (s->conn == c) return 0;
-    /* A session moves to TCP (or reconnects) only with a HELLO from the same host. */
+    /* A session moves to TCP (or reconnects) only with a HELLO from the same host, and takes
+     * over a TCP connection only once that one has gone quiet (a dead link the kernel has not
+     * noticed yet): a live link cannot be hijacked (issue 15 item 3). */
     if (!is_hello || !tmk__same_ip(bound, src)) return -1;
     if (c->session && c->session != s) return -1;
+    if (s->conn && !s->conn->closing &&
+        uv_now(c->relay->loop) - s->conn->last_packet_ms < TMK__TCP_TAKEOVER_MS)
+      return -1;
     /* The old connection no longer owns the session: closing it later must not touch the
      * session, which may be gone by then (issue 15 item 2). */
     if (s->conn) s->conn->session = NULL;
@@ -240,9 +245,27 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
     pthread_mutex_unlock(&s->mu);
     return 0;
   }
+  /* UDP: the address (and port: where CONTROL goes) is the one of the session's first packet,
+   * then of its first HELLO (handle_hello); later packets only have to come from that host. */
   if (!tmk__same_ip(bound, src)) return -1;
-  if (!s->conn && is_hello) memcpy(&s->addr, src, addr_len(src)); /* port may change */
   return 0;
+}
+
+/* The target facts of a HELLO, hashed (FNV-1a): a session's later HELLOs must repeat them. */
+static uint64_t fnv(uint64_t h, const void* p, size_t n) {
+  const uint8_t* b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+static uint64_t hello_facts(const tmk_proto_hello* h) {
+  uint64_t x = 0xcbf29ce484222325ull;
+  const tmk_proto_str* strs[] = {&h->program, &h->platform, &h->arch, &h->agent_version};
+  for (int i = 0; i < 4; i++) {
+    x = fnv(x, &strs[i]->len, sizeof strs[i]->len);
+    x = fnv(x, strs[i]->ptr, strs[i]->len);
+  }
+  uint64_t nums[3] = {h->big_endian, h->pointer_size, h->timer_freq};
+  return fnv(x, nums, sizeof nums);
 }
 
 static void mark_live(tmk__session* s, uint64_t now) {
@@ -289,13 +312,29 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
     return;
   }
   int was_tcp = s->conn != NULL;
-  int first = !s->info.has_hello;
+  int first = !s->has_facts;
+  uint64_t facts = hello_facts(&hello);
+  if (s->has_facts && facts != s->facts) {
+    /* Facts are fixed by the first HELLO: a later one that contradicts it (another program,
+     * a timer frequency of 1) is not from this session's agent (issue 15 item 3). */
+    s->spoofed++;
+    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+                     "%s: HELLO for session %016llx contradicts its first HELLO (program "
+                     "'%.*s'); dropped", src_name(sc), (unsigned long long)h->session_id,
+                     (int)hello.program.len, hello.program.ptr);
+    return;
+  }
   if (bind_source(s, src, c, sc, 1) != 0) {
     s->spoofed++;
     tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
                      "%s: HELLO for session %016llx, which belongs to another address; dropped",
                      src_name(sc), (unsigned long long)h->session_id);
     return;
+  }
+  if (first) {
+    s->has_facts = 1;
+    s->facts = facts;
+    if (!s->conn) memcpy(&s->addr, src, addr_len(src)); /* CONTROL goes here from now on */
   }
   mark_live(s, now);
   tmk__session_apply(s, p, len, r->scratch);
@@ -497,6 +536,7 @@ static void conn_read(uv_stream_t* st, ssize_t nread, const uv_buf_t* buf) {
       return;
     }
     if (n == 0 || c->len - off - (size_t)n < plen) break;
+    c->last_packet_ms = uv_now(r->loop);
     handle_packet(r, c->buf + off + n, plen, (const struct sockaddr*)&c->peer, c);
     off += (size_t)n + plen;
   }

@@ -18,6 +18,7 @@
 #define TMK__CONN_BUF (TMK_PROTO_MAX_PACKET + 16)
 #define TMK__CONTROL_REPEATS 5    /* UDP CONTROL sends per change (§6.4) */
 #define TMK__CONTROL_REPEAT_MS 200
+#define TMK__TCP_TAKEOVER_MS 2000 /* a new connection replaces one quiet for this long */
 
 typedef struct tmk_relay_config {
   char listen_host[64];
@@ -47,6 +48,7 @@ typedef struct tmk__conn {
   uint8_t* buf;
   size_t len;
   tmk__session* session; /* bound by the first HELLO or DATA on this connection */
+  uint64_t last_packet_ms;
   int closing;
   struct tmk__conn* next;
 } tmk__conn;
@@ -81,6 +83,8 @@ struct tmk__session {
   uint8_t* hello;               /* last HELLO packet (written first into new recordings) */
   size_t hello_len;
   uint64_t spoofed;             /* copied into info by tmk__session_sync_stats */
+  uint64_t facts;               /* hash of the first HELLO's target facts (has_facts) */
+  int has_facts;
   /* Packets delivered while a reader held s->mu: the loop never waits for a session lock per
    * packet; it queues (in order) and applies them when the lock is free (next packet/tick). */
   struct tmk__pending* pending_head;

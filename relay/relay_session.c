@@ -283,7 +283,7 @@ void tmk__session_sync_stats(tmk__session* s) {
   s->info.stats.duplicated = s->ro.duplicated + s->ro.stale;
   s->info.stats.reordered = s->ro.reordered;
   s->info.stats.late = s->ro.late;
-  s->info.stats.spoofed = s->spoofed;
+  s->info.stats.spoofed = s->spoofed + s->ro.refused;
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -353,7 +353,7 @@ static void write_stats(tmk__session* s) {
   tmk__rec_stats st = {s->ro.lost, s->ro.duplicated + s->ro.stale, s->ro.reordered, s->ro.late,
                        0, 0};
   pthread_mutex_lock(&s->mu);
-  st.spoofed = s->spoofed;
+  st.spoofed = s->spoofed + s->ro.refused;
   st.malformed_unparsed = s->info.stats.malformed;
   pthread_mutex_unlock(&s->mu);
   tmk__rec_write_stats(&s->rec, &st);

@@ -744,6 +744,52 @@ def case_tcp_takeover():
         eq(r.stop(), 0, "exit code")
 
 
+def case_spoof_session():
+    """Issue 15 item 3: one spoofed packet from the target's own address (127.0.0.1, another
+    port) must not freeze a session (seq = next + 2^40), rewrite its facts or redirect its
+    CONTROL (a later HELLO), and a TCP HELLO must not hijack a live TCP link."""
+    r = Relay()
+    try:
+        sid = "00000000005b0f01"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 20, "--no-bye")
+        r.wait_zones(sid, 20 * 40)
+        attack("seq", r, "--session", sid, "--seq", (1 << 40) + 20)
+        attack("hello", r, "--session", sid, "--program", "evil", "--freq", 1)
+        attack("hello", r, "--session", sid, "--program", "evil", "--tcp")
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 30, "--seq-start", 20,
+              "--no-hello", "--no-bye")
+        js = r.wait_zones(sid, 50 * 40)
+        eq(js["stats"]["lost"], 0, "lost after a spoofed seq jump")
+        eq((js["program"], js["timer_freq"]), ("tmk-relay-synth", 1000000000), "facts")
+        eq(js["stats"]["spoofed"], 3, "refused: the jump and two HELLOs")
+        eq(zones_of(r, sid, "&t0=1000000&t1=1099999")["count"], 2 * 20, "times still in ns")
+        # the same facts from another port (what an attacker who knows them sends): answered,
+        # but CONTROL keeps going to the target
+        sid2 = "00000000005b0f02"
+        sy = synth_bg("--to", f"127.0.0.1:{r.port}", "--session", sid2, "--packets", 120,
+                      "--rate", 100)
+        wait_for(lambda: any(s["id"] == sid2 for s in r.sessions()), 5, "session appears")
+        attack("hello", r, "--session", sid2, "--program", "tmk-relay-synth")
+        st, js = r.api("POST", f"/api/sessions/{sid2}/control", {"level": 2, "mask": 5})
+        eq(st, 200, f"control {js}")
+        out, err = sy.communicate(timeout=20)
+        check("REPLY CONTROL seq=1 level=2 mask=5" in out, f"CONTROL redirected away: {out}")
+        # a live TCP link is not taken over by a second connection's HELLO
+        sid3 = "00000000005b0f03"
+        sy = synth_bg("--to", f"127.0.0.1:{r.port}", "--tcp", "--session", sid3, "--packets", 100,
+                      "--rate", 100)
+        wait_for(lambda: any(s["id"] == sid3 for s in r.sessions()), 5, "tcp session appears")
+        src = r.session(sid3)["source"]
+        attack("hello", r, "--session", sid3, "--program", "tmk-relay-synth", "--tcp")
+        out, err = sy.communicate(timeout=20)
+        eq(sy.returncode, 0, f"tcp synth: {err}")
+        js = r.wait_zones(sid3, 100 * 40)
+        eq(js["source"], src, "TCP link kept")
+        eq((js["stats"]["lost"], js["stats"]["spoofed"]), (0, 1), "lost, spoofed over TCP")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_fuzz():
     """Structured UDP fuzzer (tmk-relay-attack fuzz): valid headers built by the encoder, mutated
     records, seq jumps, replays, HELLO/BYE, 24 sessions x 12 threads, for a bounded time, while

@@ -75,11 +75,42 @@ static void test_reorder_loss_by_window_and_age(void** state) {
   /* and again: now it is a duplicate */
   push(&ro, 4, 300, &g);
   assert_int_equal(ro.duplicated, 1);
-  /* a huge jump counts the gap without iterating over it */
-  push(&ro, 1000000000ull, 400, &g);
+  /* a jump short of TMK__REORDER_FAR counts the gap as lost */
+  push(&ro, 3000, 400, &g);
   tmk__reorder_tick(&ro, 400, 1, on_deliver, &g);
-  assert_int_equal(ro.lost, 1 + (1000000000ull - 13));
-  assert_int_equal(g.seqs[g.n - 1], 1000000000ull);
+  assert_int_equal(ro.lost, 1 + (3000 - 13));
+  assert_int_equal(g.seqs[g.n - 1], 3000);
+  tmk__reorder_free(&ro);
+}
+
+/* Issue 15 item 3: one packet far ahead (a spoofed seq of next + 2^40) is refused and counted;
+ * the session goes on. A run of them after a quiet second is an agent back from an outage: a
+ * new epoch. A run while the in-range stream is alive is not. */
+static void test_reorder_far_jump(void** state) {
+  (void)state;
+  tmk__reorder ro;
+  got g = {{0}, 0};
+  assert_int_equal(tmk__reorder_init(&ro, 16, 100), 0);
+  for (uint64_t s = 0; s < 10; s++) push(&ro, s, 0, &g);
+  assert_int_equal(push(&ro, 10 + (1ull << 40), 10, &g), 0);
+  assert_int_equal(push(&ro, 10 + TMK__REORDER_FAR, 10, &g), 0);
+  for (uint64_t s = 10; s < 20; s++) assert_int_equal(push(&ro, s, 20, &g), 1);
+  assert_int_equal(g.n, 20);
+  assert_int_equal(ro.lost, 0);
+  assert_int_equal(ro.refused, 2);
+  /* a run far ahead while the stream is alive: refused */
+  for (uint64_t k = 0; k < 20; k++) assert_int_equal(push(&ro, 100000 + k, 500, &g), 0);
+  push(&ro, 20, 500, &g);
+  assert_int_equal(ro.epochs, 0);
+  /* the stream stops; a run far ahead a second later starts a new epoch */
+  for (uint64_t k = 0; k < TMK__REORDER_EPOCH_RUN; k++) push(&ro, 900000 + k, 1600, &g);
+  assert_int_equal(ro.epochs, 1);
+  assert_int_equal(g.seqs[g.n - 1], 900000 + TMK__REORDER_EPOCH_RUN - 1);
+  push(&ro, 900000 + TMK__REORDER_EPOCH_RUN, 1600, &g);
+  assert_int_equal(g.seqs[g.n - 1], 900000 + TMK__REORDER_EPOCH_RUN);
+  assert_int_equal(ro.lost, 0);
+  /* the old stream is now far behind: refused, not delivered */
+  assert_int_equal(push(&ro, 21, 1600, &g), 0);
   tmk__reorder_free(&ro);
 }
 
@@ -469,6 +500,7 @@ int main(void) {
       cmocka_unit_test(test_reorder_in_order_and_swaps),
       cmocka_unit_test(test_reorder_loss_by_window_and_age),
       cmocka_unit_test(test_reorder_late_join),
+      cmocka_unit_test(test_reorder_far_jump),
       cmocka_unit_test(test_recording_roundtrip_and_every_torn_tail),
       cmocka_unit_test(test_crc32c_check_value),
       cmocka_unit_test(test_agent_file),
