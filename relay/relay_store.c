@@ -9,8 +9,10 @@
 /* ---------------------------------------------------------------------------------------------
  * Layout
  * ------------------------------------------------------------------------------------------- */
-#define ZONES_PER_CHUNK 1024
+#define ZONES_PER_CHUNK 1024  /* a series' chunks grow from MIN_ZONES_PER_CHUNK by doubling */
+#define MIN_ZONES_PER_CHUNK 16 /* (sparse zones, 2^33 ticks apart, each need a chunk) */
 #define EVENT_CHUNK_BYTES 8192
+#define MIN_EVENT_CHUNK_BYTES 1536 /* holds the largest event (a 1024-byte message) */
 #define MAX_THREADS 4096
 #define MAX_SITES 65536
 #define MAX_MARKER_DEPTH 64
@@ -168,10 +170,13 @@ static uint64_t to_ticks_approx(const tmk__store* st, uint64_t ns, int up) {
   return t <= 0 ? 0 : (uint64_t)t;
 }
 
+static int make_room(tmk__store* st, size_t need);
+
 static char* dup_str(tmk__store* st, const char* p, size_t n) {
+  if (make_room(st, n + 1) != 0) return NULL;
   char* s = malloc(n + 1);
   if (!s) return NULL;
-  memcpy(s, p, n);
+  if (n) memcpy(s, p, n);
   s[n] = 0;
   st->mem += n + 1;
   return s;
@@ -198,6 +203,7 @@ static void hash_put(uint32_t* tab, uint32_t cap, uint32_t id, uint32_t index1) 
 static int hash_grow(tmk__store* st, uint32_t** tab, uint32_t* cap, uint32_t n,
                      uint32_t (*key_of)(const tmk__store*, uint32_t)) {
   uint32_t ncap = *cap ? *cap * 2 : 64;
+  if (make_room(st, (size_t)(ncap - *cap) * sizeof **tab) != 0) return TMK_ENOSPC;
   uint32_t* nt = calloc(ncap, sizeof *nt);
   if (!nt) return TMK_ENOMEM;
   for (uint32_t i = 0; i < n; i++) hash_put(nt, ncap, key_of(st, i), i + 1);
@@ -215,6 +221,7 @@ static int table_room(tmk__store* st, void** arr, uint32_t* arr_cap, size_t elem
                       uint32_t (*key_of)(const tmk__store*, uint32_t)) {
   if (n == *arr_cap) {
     uint32_t ncap = *arr_cap ? *arr_cap * 2 : first;
+    if (make_room(st, (size_t)(ncap - *arr_cap) * elem) != 0) return TMK_ENOSPC;
     void* na = realloc(*arr, ncap * elem);
     if (!na) return TMK_ENOMEM;
     st->mem += (size_t)(ncap - *arr_cap) * elem;
@@ -315,10 +322,18 @@ static int evict_one(tmk__store* st) {
   return 1;
 }
 
-static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, uint64_t base) {
-  size_t need = sizeof(chunk) + cap;
+/* Evicts the oldest chunks until `need` more bytes fit the budget. Returns 0, or TMK_ENOSPC
+ * when they do not fit even with every chunk gone (the tables and strings fill the budget:
+ * what needed the room is refused and counted). */
+static int make_room(tmk__store* st, size_t need) {
   while (st->mem + need > st->budget && evict_one(st)) {
   }
+  return st->mem + need > st->budget ? TMK_ENOSPC : 0;
+}
+
+static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, uint64_t base) {
+  size_t need = sizeof(chunk) + cap;
+  make_room(st, need); /* a chunk is always allowed: it is what eviction frees next */
   chunk* c = malloc(need);
   if (!c) return NULL;
   memset(c, 0, sizeof *c);
@@ -434,8 +449,13 @@ int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* 
 static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur,
                            uint32_t site_id, uint32_t depth, uint32_t flags) {
   chunk* c = t->zones.tail;
-  if (!c || c->count == ZONES_PER_CHUNK || !fits_off(start, c->base)) {
-    c = new_chunk(st, t, CK_ZONES, ZONES_PER_CHUNK * sizeof(zrec), start);
+  if (!c || c->count * sizeof(zrec) == c->cap || !fits_off(start, c->base)) {
+    /* A series that fills its chunks gets bigger ones; one that starts chunks because its
+     * zones are far apart in time keeps them small (16 zones, 320 bytes). */
+    uint32_t cap = MIN_ZONES_PER_CHUNK * sizeof(zrec);
+    if (c && c->count * sizeof(zrec) == c->cap)
+      cap = c->cap * 2 > ZONES_PER_CHUNK * sizeof(zrec) ? ZONES_PER_CHUNK * sizeof(zrec) : c->cap * 2;
+    c = new_chunk(st, t, CK_ZONES, cap, start);
     if (!c) return TMK_ENOMEM;
   }
   if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
@@ -459,7 +479,10 @@ static int add_event(tmk__store* st, thread* t, const tmk_relay_event* e, uint64
   need = (need + 3) & ~(size_t)3;
   chunk* c = t->events.tail;
   if (!c || c->used + need > c->cap || !fits_off(ticks, c->base)) {
-    c = new_chunk(st, t, CK_EVENTS, EVENT_CHUNK_BYTES, ticks);
+    uint32_t cap = MIN_EVENT_CHUNK_BYTES;
+    if (c && c->used + need > c->cap)
+      cap = c->cap * 2 > EVENT_CHUNK_BYTES ? EVENT_CHUNK_BYTES : c->cap * 2;
+    c = new_chunk(st, t, CK_EVENTS, cap, ticks);
     if (!c) return TMK_ENOMEM;
   }
   uint8_t* p = c->data + c->used;
@@ -493,12 +516,14 @@ static int add_event(tmk__store* st, thread* t, const tmk_relay_event* e, uint64
   return 0;
 }
 
-static void set_string(tmk__store* st, char** dst, const tmk_proto_str* s) {
+/* Returns 0, or TMK_ENOSPC when the string does not fit the budget (the old one is gone). */
+static int set_string(tmk__store* st, char** dst, const tmk_proto_str* s) {
   if (*dst) {
     st->mem -= strlen(*dst) + 1;
     free(*dst);
   }
   *dst = dup_str(st, s->ptr, s->len);
+  return *dst ? 0 : TMK_ENOSPC;
 }
 
 static int store_record(tmk__store* st, const tmk_proto_record* rec) {
@@ -518,12 +543,14 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
       s->verbosity = rec->u.site.verbosity;
       s->color = rec->u.site.color;
       s->line = rec->u.site.line;
-      if (!s->name || strlen(s->name) != rec->u.site.name.len ||
-          memcmp(s->name, rec->u.site.name.ptr, rec->u.site.name.len) != 0)
-        set_string(st, &s->name, &rec->u.site.name);
-      if (!s->file || strlen(s->file) != rec->u.site.file.len ||
-          memcmp(s->file, rec->u.site.file.ptr, rec->u.site.file.len) != 0)
-        set_string(st, &s->file, &rec->u.site.file);
+      if ((!s->name || strlen(s->name) != rec->u.site.name.len ||
+           memcmp(s->name, rec->u.site.name.ptr, rec->u.site.name.len) != 0) &&
+          set_string(st, &s->name, &rec->u.site.name) != 0)
+        return TMK_ENOSPC;
+      if ((!s->file || strlen(s->file) != rec->u.site.file.len ||
+           memcmp(s->file, rec->u.site.file.ptr, rec->u.site.file.len) != 0) &&
+          set_string(st, &s->file, &rec->u.site.file) != 0)
+        return TMK_ENOSPC;
       return 0;
     }
     case TMK_REC_ZONE:
@@ -600,7 +627,7 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
       if (!t) return TMK_ERANGE;
       const tmk_proto_str* n = &rec->u.thread_name.name;
       if (!t->name || strlen(t->name) != n->len || memcmp(t->name, n->ptr, n->len) != 0)
-        set_string(st, &t->name, n);
+        return set_string(st, &t->name, n);
       return 0;
     }
     case TMK_REC_DROPS:
@@ -616,7 +643,7 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
       if (!st->teams[rec->u.team.bit] ||
           strlen(st->teams[rec->u.team.bit]) != rec->u.team.name.len ||
           memcmp(st->teams[rec->u.team.bit], rec->u.team.name.ptr, rec->u.team.name.len) != 0)
-        set_string(st, &st->teams[rec->u.team.bit], &rec->u.team.name);
+        return set_string(st, &st->teams[rec->u.team.bit], &rec->u.team.name);
       return 0;
     default:
       return TMK_ERECORD;

@@ -790,6 +790,35 @@ def case_spoof_session():
         eq(r.stop(), 0, "exit code")
 
 
+def case_budget_tables():
+    """Issue 15 item 4: the per-session budget covers the site and thread tables and their
+    strings (65,536 sites x 2 KiB each made one session hold 138 MB), and zones far apart in
+    time no longer take a 16 KiB chunk each (894 bytes of traffic filled 256 MiB)."""
+    r = Relay("--max-sessions", 8, "--session-memory", "1M")
+    try:
+        base = r.rss_kb()
+        sids = ["0a77ac4000000b01", "0a77ac4000000b02"]
+        for sid in sids:
+            attack("sites", r, "--session", sid, "--count", 400)
+        for sid in sids:
+            js = wait_for(lambda: (lambda j: j["stats"]["packets"] >= 400 and j)(r.session(sid)),
+                          10, f"site packets of {sid}")
+            check(js["stats"]["mem_bytes"] <= 1 << 20, f"{sid} holds {js['stats']['mem_bytes']}")
+            check(js["stats"]["malformed"] > 0, f"sites beyond the budget not counted: {js}")
+        rss = r.rss_kb()
+        print(f"relay RSS {rss} KiB after 2 x 12,000 sites of 2 KiB (base {base} KiB)")
+        if not sanitized():
+            check(rss - base < 16 * 1024, f"relay RSS grew by {rss - base} KiB")
+        # 2000 zones 2^33 ticks apart: 320 bytes each, they fit the 1 MiB budget
+        sparse = "0a77ac4000000b03"
+        attack("sparse", r, "--session", sparse, "--count", 1, "--zones", 2000)
+        js = r.wait_zones(sparse, 2000)
+        eq(js["stats"]["evicted"], 0, "zones evicted by sparse zones")
+        check(js["stats"]["mem_bytes"] <= 1 << 20, f"sparse session holds {js['stats']['mem_bytes']}")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_fuzz():
     """Structured UDP fuzzer (tmk-relay-attack fuzz): valid headers built by the encoder, mutated
     records, seq jumps, replays, HELLO/BYE, 24 sessions x 12 threads, for a bounded time, while
