@@ -163,11 +163,13 @@ static int validate_data(tmk_relay* r, const uint8_t* p, size_t len) {
   return rc;
 }
 
+/* Sessions held for a host, ended ones included: a host that churns DATA+BYE must not fill the
+ * registry and push out another host's sessions (issue 15 item 8). */
 static uint32_t sessions_from_ip(tmk_relay* r, const struct sockaddr* src) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
-    if (s->replay || s->ended) continue;
+    if (s->replay) continue;
     const struct sockaddr* a =
         s->conn ? (const struct sockaddr*)&s->conn->peer : (const struct sockaddr*)&s->addr;
     if ((s->has_addr || s->conn) && tmk__same_ip(a, src)) n++;
@@ -185,7 +187,7 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
                                  tmk__conn* c, src_ctx* sc, uint64_t now) {
   tmk__session* s = tmk__session_find_sid(r, sid);
   if (s) return s;
-  if (sessions_from_ip(r, src) >= per_source_limit(r)) {
+  if (sessions_from_ip(r, src) >= per_source_limit(r) && tmk__session_evict(r, src) != 0) {
     r->rejected_sessions++;
     tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
                      "%s: refused new session %016llx: this source already has %u sessions "

@@ -139,9 +139,13 @@ void tmk__session_ref(tmk__session* s);
 void tmk__session_unref(tmk__session* s);
 /* [loop] lookup by agent session id among non-replay sessions. */
 tmk__session* tmk__session_find_sid(tmk_relay* r, uint64_t sid);
-/* [loop] registers a session; evicts the oldest ended, non-recording session when full.
+/* [loop] registers a session; when the registry is full, evicts one (tmk__session_evict).
  * Returns 0 or TMK_ENOSPC (full). */
 int tmk__session_register(tmk_relay* r, tmk__session* s);
+/* [loop] removes one session that is neither live, recording nor linked over TCP — ended ones
+ * before idle ones, oldest first — among all, or among those from src's host when src is
+ * given. Returns 0 or TMK_ENOSPC (none can go). */
+int tmk__session_evict(tmk_relay* r, const struct sockaddr* src);
 /* Registry lookup by string id; returns a referenced session or NULL. Any thread. */
 tmk__session* tmk__session_get(tmk_relay* r, const char* id);
 /* Applies one packet — HELLO facts or DATA records — to a session: the one path shared by live

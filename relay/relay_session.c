@@ -102,30 +102,60 @@ static int session_live(tmk__session* s) {
   return live;
 }
 
-int tmk__session_register(tmk_relay* r, tmk__session* s) {
+static const struct sockaddr* session_addr(const tmk__session* s) {
+  if (s->conn) return (const struct sockaddr*)&s->conn->peer;
+  return s->has_addr ? (const struct sockaddr*)&s->addr : NULL;
+}
+
+int tmk__session_evict(tmk_relay* r, const struct sockaddr* src) {
+  /* Victims: not recording, no TCP link, not live. Ended ones (BYE, link closed) go before
+   * merely idle ones (a target stopped in a debugger is idle, not ended: issue 15 item 8);
+   * the oldest first within each. */
   tmk__session* victim = NULL;
+  uint32_t at = 0;
+  int best = 2;
   pthread_mutex_lock(&r->reg_mu);
-  if (r->nsessions >= r->cfg.max_sessions) {
-    for (uint32_t i = 0; i < r->nsessions; i++) {
-      tmk__session* c = r->sessions[i];
-      if (!c->recording && !c->conn && !session_live(c)) {
-        victim = c;
-        memmove(&r->sessions[i], &r->sessions[i + 1], (r->nsessions - i - 1) * sizeof c);
-        r->nsessions--;
-        break;
-      }
+  for (uint32_t i = 0; i < r->nsessions && best > 0; i++) {
+    tmk__session* c = r->sessions[i];
+    if (c->recording || c->conn || session_live(c)) continue;
+    if (src) {
+      const struct sockaddr* a = session_addr(c);
+      if (c->replay || !a || !tmk__same_ip(a, src)) continue;
     }
-    if (!victim) {
-      pthread_mutex_unlock(&r->reg_mu);
-      return TMK_ENOSPC;
+    int cls = c->replay || c->ended ? 0 : 1;
+    if (cls < best) {
+      best = cls;
+      victim = c;
+      at = i;
     }
   }
+  if (!victim) {
+    pthread_mutex_unlock(&r->reg_mu);
+    return TMK_ENOSPC;
+  }
+  memmove(&r->sessions[at], &r->sessions[at + 1], (r->nsessions - at - 1) * sizeof victim);
+  r->nsessions--;
+  pthread_mutex_unlock(&r->reg_mu);
+  tmk__log(TMK_LOG_INFO, "session %s: removed from memory to make room (%s)", victim->id,
+           src ? "sessions per source: half of --max-sessions" : "--max-sessions");
+  for (tmk__conn* c = r->conns; c; c = c->next) /* none should, but never leave one dangling */
+    if (c->session == victim) c->session = NULL;
+  if (!victim->replay) unlink_sid(r, victim);
+  tmk__session_unref(victim);
+  return 0;
+}
+
+int tmk__session_register(tmk_relay* r, tmk__session* s) {
+  pthread_mutex_lock(&r->reg_mu);
+  int full = r->nsessions >= r->cfg.max_sessions;
+  pthread_mutex_unlock(&r->reg_mu);
+  if (full && tmk__session_evict(r, NULL) != 0) return TMK_ENOSPC;
+  pthread_mutex_lock(&r->reg_mu);
   if (r->nsessions == r->sessions_cap) {
     uint32_t ncap = r->sessions_cap ? r->sessions_cap * 2 : 16;
     tmk__session** ns = realloc(r->sessions, ncap * sizeof *ns);
     if (!ns) {
       pthread_mutex_unlock(&r->reg_mu);
-      if (victim) tmk__session_unref(victim);
       return TMK_ENOMEM;
     }
     r->sessions = ns;
@@ -133,14 +163,6 @@ int tmk__session_register(tmk_relay* r, tmk__session* s) {
   }
   r->sessions[r->nsessions++] = s;
   pthread_mutex_unlock(&r->reg_mu);
-  if (victim) {
-    tmk__log(TMK_LOG_INFO, "session %s: removed from memory to make room (max sessions %u)",
-             victim->id, r->cfg.max_sessions);
-    for (tmk__conn* c = r->conns; c; c = c->next) /* none should, but never leave one dangling */
-      if (c->session == victim) c->session = NULL;
-    if (!victim->replay) unlink_sid(r, victim);
-    tmk__session_unref(victim);
-  }
   if (!s->replay) {
     uint32_t b = sid_bucket(s->sid);
     s->hnext = r->by_sid[b];

@@ -819,6 +819,26 @@ def case_budget_tables():
         eq(r.stop(), 0, "exit code")
 
 
+def case_evict_churn():
+    """Issue 15 item 8: ended sessions count toward their host's half of --max-sessions, so 70
+    DATA+BYE pairs from one host evict that host's own sessions, not another host's (here an
+    ended one the user still wants to look at)."""
+    r = Relay("--max-sessions", 8)
+    try:
+        sid = "00000000000e7c01"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 20)
+        r.wait_zones(sid, 20 * 40)
+        wait_for(lambda: not r.session(sid)["live"], 5, "session ended")
+        attack("churn", r, "--bind", "127.0.0.2", "--count", 70)
+        time.sleep(0.3)
+        ids = [s["id"] for s in r.sessions()]
+        check(sid in ids, f"the other host's session was evicted: {ids}")
+        eq(r.session(sid)["stats"]["zones"], 20 * 40, "its zones")
+        check(len(ids) <= 1 + 4, f"{len(ids)} sessions: the churning host holds more than half")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_fuzz():
     """Structured UDP fuzzer (tmk-relay-attack fuzz): valid headers built by the encoder, mutated
     records, seq jumps, replays, HELLO/BYE, 24 sessions x 12 threads, for a bounded time, while
