@@ -570,17 +570,30 @@ static void on_connection(uv_stream_t* server, int status) {
   int alen = sizeof c->peer;
   uv_tcp_getpeername(&c->tcp, (struct sockaddr*)&c->peer, &alen);
   tmk__addr_str((const struct sockaddr*)&c->peer, c->peer_str, sizeof c->peer_str);
-  uint32_t same = 0;
-  for (tmk__conn* o = r->conns; o; o = o->next)
-    if (o != c && !o->closing &&
-        tmk__same_ip((const struct sockaddr*)&o->peer, (const struct sockaddr*)&c->peer))
-      same++;
-  if (r->nconns > TMK__MAX_CONNS || same >= per_source_limit(r)) {
+  c->last_packet_ms = uv_now(r->loop);
+  uint32_t same = 0, open = 0;
+  tmk__conn* oldest_unbound = NULL;
+  for (tmk__conn* o = r->conns; o; o = o->next) {
+    if (o == c || o->closing) continue;
+    open++;
+    if (!o->session) oldest_unbound = o; /* the list is newest first */
+    if (tmk__same_ip((const struct sockaddr*)&o->peer, (const struct sockaddr*)&c->peer)) same++;
+  }
+  /* Full: a connection that has not named a session yet makes room, so idle connections cannot
+   * lock agents out (issue 15 item 9); those that have keep theirs. */
+  if (open >= TMK__MAX_CONNS && same < per_source_limit(r) && oldest_unbound) {
+    tmk__log_limited(TMK_LOG_WARN, "tcp-full", uv_now(r->loop),
+                     "%u TCP connections open: closed %s, which has sent no HELLO yet", open,
+                     oldest_unbound->peer_str);
+    conn_close(oldest_unbound);
+    open--;
+  }
+  if (open >= TMK__MAX_CONNS || same >= per_source_limit(r)) {
     char ip[64];
     ip_str((const struct sockaddr*)&c->peer, ip, sizeof ip);
     tmk__log_limited(TMK_LOG_WARN, ip, uv_now(r->loop),
                      "%s: too many TCP connections (%u open, %u from this host); refused",
-                     c->peer_str, r->nconns - 1, same);
+                     c->peer_str, open, same);
     conn_close(c);
     return;
   }
@@ -668,8 +681,27 @@ void tmk__ingest_stop(tmk_relay* r) {
   for (tmk__conn* c = r->conns; c; c = c->next) conn_close(c);
 }
 
+/* Closes connections that named no session within TMK__CONN_HELLO_MS, or went silent for
+ * TMK__CONN_IDLE_MS (a paused agent reconnects with a HELLO when it resumes). */
+static void conn_timeouts(tmk_relay* r, uint64_t now_ms) {
+  for (tmk__conn* c = r->conns; c; c = c->next) {
+    if (c->closing) continue;
+    uint64_t quiet = now_ms - c->last_packet_ms;
+    if ((!c->session && quiet >= TMK__CONN_HELLO_MS) || quiet >= TMK__CONN_IDLE_MS) {
+      tmk__log_limited(TMK_LOG_WARN, c->peer_str, now_ms,
+                       "%s: TCP connection %s for %llu s; closed", c->peer_str,
+                       c->session ? "silent" : "sent no HELLO", (unsigned long long)(quiet / 1000));
+      conn_close(c);
+    }
+  }
+}
+
 void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms) {
   int any = 0;
+  if (now_ms - r->last_conn_check_ms >= 250) {
+    r->last_conn_check_ms = now_ms;
+    conn_timeouts(r, now_ms);
+  }
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
     if (s->replay) continue;

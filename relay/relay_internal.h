@@ -15,6 +15,8 @@
 #define TMK__TICK_MS 10           /* reorder ticks, control resends, data listener */
 #define TMK__IDLE_MS 10000        /* a UDP session with no packet for this long is not live */
 #define TMK__MAX_CONNS 256        /* TCP connections overall */
+#define TMK__CONN_HELLO_MS 3000   /* a connection that names no session by then is closed */
+#define TMK__CONN_IDLE_MS 60000   /* a connection with no packet for this long is closed */
 #define TMK__CONN_BUF (TMK_PROTO_MAX_PACKET + 16)
 #define TMK__CONTROL_REPEATS 5    /* UDP CONTROL sends per change (§6.4) */
 #define TMK__CONTROL_REPEAT_MS 200
@@ -48,7 +50,7 @@ typedef struct tmk__conn {
   uint8_t* buf;
   size_t len;
   tmk__session* session; /* bound by the first HELLO or DATA on this connection */
-  uint64_t last_packet_ms;
+  uint64_t last_packet_ms;      /* accept time until the first packet */
   int closing;
   struct tmk__conn* next;
 } tmk__conn;
@@ -114,8 +116,9 @@ struct tmk_relay {
   uint32_t nsessions, sessions_cap;
   tmk__session* by_sid[1024];   /* [loop] hash buckets of live (non-replay) sessions */
   /* TCP */
-  tmk__conn* conns;             /* [loop] */
+  tmk__conn* conns;             /* [loop] newest first */
   uint32_t nconns;
+  uint64_t last_conn_check_ms;  /* [loop] TCP timeouts */
   /* commands */
   pthread_mutex_t cmd_mu;
   tmk__cmd* cmd_head;

@@ -839,6 +839,40 @@ def case_evict_churn():
         eq(r.stop(), 0, "exit code")
 
 
+def case_tcp_exhaust():
+    """Issue 15 item 9: 256 idle TCP connections (32 from each of 8 hosts) no longer lock TCP
+    agents out, and a connection that names no session is closed after 3 s."""
+    r = Relay()
+    socks = []
+    try:
+        for h in range(2, 10):
+            for _ in range(32):
+                s = socket.socket()
+                s.bind((f"127.0.0.{h}", 0))
+                s.connect(("127.0.0.1", r.port))
+                socks.append(s)
+        time.sleep(0.3)
+        t0 = time.time()
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--tcp", "--session", "00000000000e0901",
+                         "--packets", 20))
+        r.wait_zones(out["session"], out["zones"])
+        # the idle ones are closed by the relay (EOF or reset) within about 3 s
+        s = socks[-1]
+        s.settimeout(max(0.5, 5 - (time.time() - t0)))
+        try:
+            got = s.recv(1)
+        except ConnectionResetError:
+            got = b""
+        except socket.timeout:
+            fail("an idle connection without HELLO was not closed")
+        eq(got, b"", "idle connection closed")
+        alive(r)
+    finally:
+        for s in socks:
+            s.close()
+        eq(r.stop(), 0, "exit code")
+
+
 def case_fuzz():
     """Structured UDP fuzzer (tmk-relay-attack fuzz): valid headers built by the encoder, mutated
     records, seq jumps, replays, HELLO/BYE, 24 sessions x 12 threads, for a bounded time, while
