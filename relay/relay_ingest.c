@@ -120,8 +120,38 @@ int tmk__ingest_send(tmk_relay* r, tmk__session* s, const uint8_t* packet, size_
   return send_udp(r, (const struct sockaddr*)&s->addr, packet, len);
 }
 
+/* A REJECT is ten times the size of the smallest HELLO that earns one, and UDP sources can be
+ * forged: unthrottled, the relay would reflect floods at a victim (issue 15 item 11). An agent
+ * repeats its HELLO every 2 s until answered, so one REJECT per host per second loses nothing. */
+static int reject_allowed(tmk_relay* r, const struct sockaddr* to, uint64_t now) {
+  uint32_t key = 2166136261u;
+  const uint8_t* ip = NULL;
+  size_t n = 0;
+  if (to->sa_family == AF_INET) {
+    ip = (const uint8_t*)&((const struct sockaddr_in*)(const void*)to)->sin_addr;
+    n = 4;
+  } else if (to->sa_family == AF_INET6) {
+    ip = (const uint8_t*)&((const struct sockaddr_in6*)(const void*)to)->sin6_addr;
+    n = 16;
+  }
+  for (size_t i = 0; i < n; i++) key = (key ^ ip[i]) * 16777619u;
+  key |= 1;
+  uint32_t slot = key & 255;
+  if (r->reject_key[slot] == key && now - r->reject_ms[slot] < TMK__REJECT_MS) return 0;
+  if (now - r->reject_sec_ms >= 1000) {
+    r->reject_sec_ms = now;
+    r->reject_sec_n = 0;
+  }
+  if (r->reject_sec_n >= TMK__REJECTS_PER_S) return 0;
+  r->reject_sec_n++;
+  r->reject_key[slot] = key;
+  r->reject_ms[slot] = now;
+  return 1;
+}
+
 static void send_reject(tmk_relay* r, tmk__conn* c, const struct sockaddr* to, uint64_t sid,
                         uint32_t reason, const char* text) {
+  if (!c && !reject_allowed(r, to, uv_now(r->loop))) return; /* TCP cannot be forged */
   uint8_t out[512];
   tmk_proto_reject rj;
   rj.reason = reason;

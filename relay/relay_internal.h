@@ -21,6 +21,8 @@
 #define TMK__CONTROL_REPEATS 5    /* UDP CONTROL sends per change (§6.4) */
 #define TMK__CONTROL_REPEAT_MS 200
 #define TMK__TCP_TAKEOVER_MS 2000 /* a new connection replaces one quiet for this long */
+#define TMK__REJECT_MS 1000       /* at most one REJECT per host per this long ... */
+#define TMK__REJECTS_PER_S 50     /* ... and this many per second overall */
 
 typedef struct tmk_relay_config {
   char listen_host[64];
@@ -119,6 +121,11 @@ struct tmk_relay {
   tmk__conn* conns;             /* [loop] newest first */
   uint32_t nconns;
   uint64_t last_conn_check_ms;  /* [loop] TCP timeouts */
+  /* [loop] REJECT rate limit: per host (hashed, direct-mapped) and overall per second */
+  uint32_t reject_key[256];
+  uint64_t reject_ms[256];
+  uint64_t reject_sec_ms;
+  uint32_t reject_sec_n;
   /* commands */
   pthread_mutex_t cmd_mu;
   tmk__cmd* cmd_head;

@@ -543,6 +543,7 @@ def case_version_reject():
                     "--linger", 500)
         check("REPLY REJECT reason=1" in out, f"no REJECT reason 1: {out!r}")
         check("protocol 1" in out and "agent speaks 2" in out, f"reject text: {out!r}")
+        time.sleep(1.1)  # REJECTs are rate-limited to one per host per second
         out = synth("--to", f"127.0.0.1:{r.port}", "--hello-version", 2, "--hello-count", 3,
                     "--linger", 300)
         check("REPLY REJECT reason=1" in out, f"no REJECT for a repeated HELLO: {out!r}")
@@ -870,6 +871,20 @@ def case_tcp_exhaust():
     finally:
         for s in socks:
             s.close()
+        eq(r.stop(), 0, "exit code")
+
+
+def case_reject_flood():
+    """Issue 15 item 11: a 14-byte HELLO of another version earns a 136-byte REJECT; 2000 of
+    them (as a forged source would send to reflect them at a victim) get one per second."""
+    r = Relay()
+    try:
+        out = attack("old-hello", r, "--count", 2000)
+        m = re.search(r"sent=(\d+) rejects=(\d+)", out)
+        check(m, f"attack output {out!r}")
+        check(1 <= int(m.group(2)) <= 2, f"{m.group(2)} REJECTs for 2000 HELLOs from one host")
+        alive(r)
+    finally:
         eq(r.stop(), 0, "exit code")
 
 

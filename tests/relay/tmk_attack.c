@@ -112,7 +112,7 @@ static uint64_t count_replies(int type, int wait_ms) {
     ssize_t k = recv(g_fd, buf, sizeof buf, 0);
     if (k <= 0) break;
     tmk_proto_header h;
-    if (tmk_proto_parse_header(buf, (size_t)k, &h) == 0 && h.type == type) n++;
+    if (tmk_proto_parse_header(buf, (size_t)k, &h) >= 0 && h.type == type) n++;
   }
   return n;
 }
