@@ -360,6 +360,10 @@ static int64_t rel(client* c, uint64_t t) {
   if (!c->origin_set) { c->origin = (int64_t)t; c->origin_set = 1; }
   return (int64_t)(t - (uint64_t)c->origin);
 }
+/* Differences and sums of relative times wrap (times come from agents: any 64-bit value) rather
+ * than overflow, which C leaves undefined for signed integers; the bits sent are the same. */
+static int64_t dsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static int64_t dadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static void put_zone(client* c, const tmk_relay_zone* z) {
   if (!pass_thread(c, z->thread) || !pass_site(c, z->site)) return;
   int64_t t = rel(c, z->start_ns);
@@ -378,11 +382,11 @@ static void put_zone(client* c, const tmk_relay_zone* z) {
   }
   b_var(b, z->site);
   b_var(b, z->depth);
-  b_svar(b, t - c->zones_prev);
+  b_svar(b, dsub(t, c->zones_prev));
   b_var(b, z->dur_ns);
   c->zones_prev = t;
   c->zones_count++;
-  int64_t end = t + (int64_t)z->dur_ns;
+  int64_t end = dadd(t, (int64_t)z->dur_ns);
   if (end > c->last_t) c->last_t = end;
 }
 static void put_event(client* c, const tmk_relay_event* e) {
@@ -400,12 +404,12 @@ static void put_event(client* c, const tmk_relay_event* e) {
   case TMK_RELAY_EV_FRAME:
     b_u8(b, REC_FRAME);
     b_var(b, e->site);
-    b_svar(b, t - c->out_base);
+    b_svar(b, dsub(t, c->out_base));
     break;
   case TMK_RELAY_EV_PLOT:
     b_u8(b, REC_PLOT);
     b_var(b, e->site);
-    b_svar(b, t - c->out_base);
+    b_svar(b, dsub(t, c->out_base));
     b_f64(b, e->is_double ? e->d : (double)e->i);
     break;
   case TMK_RELAY_EV_MESSAGE:
@@ -414,7 +418,7 @@ static void put_event(client* c, const tmk_relay_event* e) {
     b_var(b, e->site);
     b_var(b, e->severity);
     b_var(b, e->verbosity);
-    b_svar(b, t - c->out_base);
+    b_svar(b, dsub(t, c->out_base));
     b_str(b, e->text ? e->text : "", e->text ? e->text_len : 0);
     break;
   case TMK_RELAY_EV_MARKER_BEGIN:
@@ -424,7 +428,7 @@ static void put_event(client* c, const tmk_relay_event* e) {
     b_var(b, e->thread);
     b_var(b, e->site);
     b_var(b, e->type == TMK_RELAY_EV_MARKER_BEGIN ? 0u : 1u);
-    b_svar(b, t - c->out_base);
+    b_svar(b, dsub(t, c->out_base));
     b_str(b, e->text ? e->text : "", e->text_len);
     break;
   default:
@@ -499,7 +503,7 @@ static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur
     if (n < 0 || k.oom) break;
     if ((size_t)n >= WS_QUERY_LIMIT && win > 1000000) { win /= 4; continue; }
     /* a zone overlapping two windows comes back twice: keep it only in the window of its start */
-    qsort(k.z, k.n, sizeof *k.z, zone_order);
+    if (k.n) qsort(k.z, k.n, sizeof *k.z, zone_order); /* k.z is NULL when nothing came */
     for (size_t i = 0; i < k.n; i++) {
       if (k.z[i].start_ns < t && t != t0) continue;
       put_zone(c, &k.z[i]);
@@ -610,8 +614,8 @@ static void pump_live(client* c) {
       msg_room(c, from);
       zones_close(c);
       b_u8(&c->out, REC_GAP);
-      b_svar(&c->out, from - c->out_base);
-      b_svar(&c->out, to - c->out_base);
+      b_svar(&c->out, dsub(from, c->out_base));
+      b_svar(&c->out, dsub(to, c->out_base));
       b_var(&c->out, skipped);
       b_var(&c->out, 0);
       msg_flush(c);
@@ -619,7 +623,7 @@ static void pump_live(client* c) {
       g_stats.coalesced++;
       pthread_mutex_unlock(&g_mu);
       if (to > from) {
-        uint64_t a = (uint64_t)(from + c->origin), z = (uint64_t)(to + c->origin);
+        uint64_t a = (uint64_t)from + (uint64_t)c->origin, z = (uint64_t)to + (uint64_t)c->origin;
         msg_begin(c, MSG_DATA, from);
         send_range(c, a, z, (z - a) / WS_BACKFILL_PX, WS_QUERY_LIMIT);
       }

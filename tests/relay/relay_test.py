@@ -3,6 +3,7 @@
 loopback ports (port 0, read back from its log), drives it with tmk-relay-synth (and the chaos
 proxy), and checks what the HTTP API reports. Usage: relay_test.py CASE --bin DIR --tmp DIR"""
 import argparse
+import base64
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -119,6 +121,60 @@ class Relay:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
         return 0
+
+
+class WS:
+    """A minimal WebSocket client for /api/stream: handshake, masked text frames out, and a
+    reader thread that counts (and discards) whatever the relay sends."""
+
+    def __init__(self, port, path="/api/stream", headers=None, host=None):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        key = base64.b64encode(os.urandom(16)).decode()
+        hdrs = {"Host": host or f"127.0.0.1:{port}", "Upgrade": "websocket",
+                "Connection": "Upgrade", "Sec-WebSocket-Key": key, "Sec-WebSocket-Version": "13"}
+        hdrs.update(headers or {})
+        req = f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+        self.sock.sendall((req + "\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            b = self.sock.recv(4096)
+            if not b:
+                break
+            head += b
+        self.head, _, self.rest = head.partition(b"\r\n\r\n")
+        line = self.head.split(b"\r\n")[0].split()
+        self.status = int(line[1]) if len(line) > 1 else 0
+        self.received = len(self.rest)
+        self.closed = False
+
+    def send_text(self, text):
+        data = text.encode()
+        mask = os.urandom(4)
+        n = len(data)
+        hdr = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big"))
+        self.sock.sendall(hdr + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def follow(self):
+        def run():
+            self.sock.settimeout(None)
+            try:
+                while True:
+                    b = self.sock.recv(65536)
+                    if not b:
+                        break
+                    self.received += len(b)
+            except OSError:
+                pass
+            self.closed = True
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
 
 
 def synth(*args, timeout=40):
@@ -899,19 +955,36 @@ def case_fuzz():
                                f"127.0.0.1:{r.port}", "--seconds", str(secs), "--count", "24",
                                "--seed", str(int(os.environ.get("TMK_RELAY_FUZZ_SEED", "1")))],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        fz2 = subprocess.Popen([os.path.join(BIN, "tmk-relay-attack"), "fuzz", "--to",
+                                f"127.0.0.1:{r.port}", "--bind", "127.0.0.2", "--seconds",
+                                str(secs), "--count", "8", "--seed", "99"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         queried = 0
+        followers = []
         end = time.time() + secs
         while time.time() < end and fz.poll() is None:
             alive(r)
-            for s in r.sessions():
+            lst = r.sessions()
+            if len(followers) < 4 and lst:  # dashboards following fuzzed sessions
+                w = WS(r.http)
+                eq(w.status, 101, "websocket upgrade")
+                w.send_text(json.dumps({"op": "subscribe", "session": lst[len(followers) % len(lst)]["id"]}))
+                w.follow()
+                followers.append(w)
+            for s in lst:
                 for q in ("", "/zones?limit=500", "/events?limit=500", "/sites"):
                     st, _ = r.api("GET", f"/api/sessions/{s['id']}{q}")
-                    eq(st, 200, f"GET session {s['id']}{q}")
+                    check(st in (200, 404), f"GET session {s['id']}{q}: {st}")  # 404: evicted
                     queried += 1
             time.sleep(0.2)
         out, err = fz.communicate(timeout=secs + 30)
         eq(fz.returncode, 0, f"fuzzer failed: {err}")
-        print(out.strip(), f"queries={queried}")
+        out2, err = fz2.communicate(timeout=secs + 30)
+        eq(fz2.returncode, 0, f"second fuzzer failed: {err}")
+        print(out.strip(), "|", out2.strip(), f"queries={queried}",
+              f"stream bytes={sum(w.received for w in followers)}")
+        for w in followers:
+            w.close()
         info = alive(r)
         check(info["garbage"] >= 0, "relay info")
         check(len(r.sessions()) > 0, "no session survived the fuzzer")
