@@ -67,6 +67,7 @@ static void b_var(buf* b, uint64_t v) {
 }
 static void b_svar(buf* b, int64_t v) { b_var(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
 static void b_bytes(buf* b, const void* s, size_t n) {
+  if (!n) return; /* s may be NULL (an empty buffer): memcpy must not see it */
   b_need(b, n);
   if (b->oom) return;
   memcpy(b->p + b->n, s, n);
