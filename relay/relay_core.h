@@ -124,6 +124,22 @@ int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_z
                      void* ud);
 int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
                       tmk_relay_event_fn fn, void* ud);
+/* Where a sliced query goes on from; zero-initialise, then call until done. */
+typedef struct tmk__store_cursor {
+  uint32_t thread; /* index in the thread table */
+  uint64_t serial; /* chunk */
+  uint32_t pos;    /* record in the chunk */
+  uint32_t off;    /* its byte offset (events) */
+  int done;
+} tmk__store_cursor;
+/* One slice of tmk__store_zones: fills up to cap zones (looking at no more than 64 Ki records)
+ * and advances the cursor; sets cur->done at the end. Returns the number filled. */
+int tmk__store_zones_slice(const tmk__store* st, const tmk_relay_query* q,
+                           tmk__store_cursor* cur, tmk_relay_zone* out, size_t cap);
+/* The same for events; their texts are copied into `text` (text_cap >= 1024 makes progress). */
+int tmk__store_events_slice(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
+                            tmk__store_cursor* cur, tmk_relay_event* out, size_t cap,
+                            char* text, size_t text_cap);
 int tmk__store_sites(const tmk__store* st, tmk_relay_site_fn fn, void* ud);
 int tmk__store_threads(const tmk__store* st, tmk_relay_thread_fn fn, void* ud);
 int tmk__store_teams(const tmk__store* st, tmk_relay_thread_fn fn, void* ud);

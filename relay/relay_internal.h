@@ -23,6 +23,7 @@
 #define TMK__TCP_TAKEOVER_MS 2000 /* a new connection replaces one quiet for this long */
 #define TMK__REJECT_MS 1000       /* at most one REJECT per host per this long ... */
 #define TMK__REJECTS_PER_S 50     /* ... and this many per second overall */
+#define TMK__QUERY_SLOTS 2        /* zone/event queries that run at once; the others wait */
 
 typedef struct tmk_relay_config {
   char listen_host[64];
@@ -130,6 +131,10 @@ struct tmk_relay {
   pthread_mutex_t cmd_mu;
   tmk__cmd* cmd_head;
   tmk__cmd* cmd_tail;
+  /* zone/event queries running at once (relay_session.c) */
+  pthread_mutex_t query_mu;
+  pthread_cond_t query_cv;
+  uint32_t queries_running;
   /* data listener */
   tmk_relay_data_fn data_fn;
   void* data_ud;

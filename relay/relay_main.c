@@ -247,6 +247,8 @@ tmk_relay* tmk__relay_new(const tmk_relay_config* cfg) {
   }
   pthread_mutex_init(&r->reg_mu, NULL);
   pthread_mutex_init(&r->cmd_mu, NULL);
+  pthread_mutex_init(&r->query_mu, NULL);
+  pthread_cond_init(&r->query_cv, NULL);
   return r;
 }
 
@@ -257,6 +259,8 @@ void tmk__relay_free(tmk_relay* r) {
   free(r->udp_buf);
   pthread_mutex_destroy(&r->reg_mu);
   pthread_mutex_destroy(&r->cmd_mu);
+  pthread_mutex_destroy(&r->query_mu);
+  pthread_cond_destroy(&r->query_cv);
   free(r);
 }
 

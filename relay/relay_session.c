@@ -661,14 +661,88 @@ int tmk_relay_session(tmk_relay* r, const char* id, tmk_relay_session_info* out)
   tmk__session_unref(s);                     \
   return rc
 
+/* Zone and event queries run in slices (the session lock is held for one slice, the caller's
+ * callback runs without it) and at most TMK__QUERY_SLOTS at a time: however many heavy queries
+ * the API gets, the loop thread gets the lock and a CPU when it needs them (issue 15 item 7). */
+#define SLICE_ZONES 4096
+#define SLICE_TEXT 65536
+
+static void query_slot_take(tmk_relay* r) {
+  pthread_mutex_lock(&r->query_mu);
+  while (r->queries_running >= TMK__QUERY_SLOTS) pthread_cond_wait(&r->query_cv, &r->query_mu);
+  r->queries_running++;
+  pthread_mutex_unlock(&r->query_mu);
+}
+
+static void query_slot_give(tmk_relay* r) {
+  pthread_mutex_lock(&r->query_mu);
+  r->queries_running--;
+  pthread_cond_signal(&r->query_cv);
+  pthread_mutex_unlock(&r->query_mu);
+}
+
 int tmk_relay_query_zones(tmk_relay* r, const char* id, const tmk_relay_query* q,
                           tmk_relay_zone_fn fn, void* ud) {
-  WITH_SESSION(tmk__store_zones(s->store, q, fn, ud));
+  tmk__session* s = tmk__session_get(r, id);
+  if (!s) return TMK_ENOTFOUND;
+  tmk_relay_zone* buf = malloc(SLICE_ZONES * sizeof *buf);
+  if (!buf) {
+    tmk__session_unref(s);
+    return TMK_ENOMEM;
+  }
+  size_t limit = q->limit ? q->limit : 100000, n = 0;
+  tmk__store_cursor cur;
+  memset(&cur, 0, sizeof cur);
+  int stop = 0;
+  query_slot_take(r);
+  while (!stop && !cur.done && n < limit) {
+    size_t want = limit - n < SLICE_ZONES ? limit - n : SLICE_ZONES;
+    pthread_mutex_lock(&s->mu);
+    int k = tmk__store_zones_slice(s->store, q, &cur, buf, want);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < k && !stop; i++) {
+      n++;
+      stop = fn(ud, &buf[i]) != 0;
+    }
+  }
+  query_slot_give(r);
+  free(buf);
+  tmk__session_unref(s);
+  return (int)n;
 }
 
 int tmk_relay_query_events(tmk_relay* r, const char* id, const tmk_relay_query* q,
                            unsigned type_mask, tmk_relay_event_fn fn, void* ud) {
-  WITH_SESSION(tmk__store_events(s->store, q, type_mask, fn, ud));
+  tmk__session* s = tmk__session_get(r, id);
+  if (!s) return TMK_ENOTFOUND;
+  tmk_relay_event* buf = malloc(SLICE_ZONES * sizeof *buf);
+  char* text = malloc(SLICE_TEXT);
+  if (!buf || !text) {
+    free(buf);
+    free(text);
+    tmk__session_unref(s);
+    return TMK_ENOMEM;
+  }
+  size_t limit = q->limit ? q->limit : 100000, n = 0;
+  tmk__store_cursor cur;
+  memset(&cur, 0, sizeof cur);
+  int stop = 0;
+  query_slot_take(r);
+  while (!stop && !cur.done && n < limit) {
+    size_t want = limit - n < SLICE_ZONES ? limit - n : SLICE_ZONES;
+    pthread_mutex_lock(&s->mu);
+    int k = tmk__store_events_slice(s->store, q, type_mask, &cur, buf, want, text, SLICE_TEXT);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < k && !stop; i++) {
+      n++;
+      stop = fn(ud, &buf[i]) != 0;
+    }
+  }
+  query_slot_give(r);
+  free(text);
+  free(buf);
+  tmk__session_unref(s);
+  return (int)n;
 }
 
 int tmk_relay_query_sites(tmk_relay* r, const char* id, tmk_relay_site_fn fn, void* ud) {

@@ -54,6 +54,7 @@ struct chunk {
   chunk* gnext;  /* global allocation order, for eviction */
   chunk* snext;  /* next in its series */
   uint32_t owner; /* index of its thread in st->threads (an index: that array moves as it grows) */
+  uint64_t serial; /* allocation number: increases along a series (query cursors resume by it) */
   uint64_t base; /* ticks */
   uint64_t tmin, tmax;
   uint32_t count, used, cap;
@@ -105,6 +106,7 @@ struct tmk__store {
   uint64_t tmin, tmax;
   int have_time;
   uint64_t clock_ticks, clock_unix_ns;
+  uint64_t next_serial;
   tmk_proto_record* recs; /* one decoded packet, before it is stored */
   size_t recs_cap;
   /* live ring */
@@ -339,6 +341,7 @@ static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, 
   memset(c, 0, sizeof *c);
   series* s = kind == CK_ZONES ? &t->zones : &t->events;
   c->owner = (uint32_t)(t - st->threads);
+  c->serial = ++st->next_serial;
   c->kind = kind;
   c->cap = cap;
   c->base = base;
@@ -819,6 +822,97 @@ int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned t
       }
     }
   }
+  return (int)n;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Queries in slices: the caller holds the session lock for one slice at a time, so a query for
+ * a million zones never keeps the loop (which needs the lock to apply packets) waiting for long.
+ * The cursor names a chunk by its serial, which stays valid when chunks are evicted meanwhile:
+ * the walk goes on from the next chunk that still exists.
+ * ------------------------------------------------------------------------------------------- */
+#define SLICE_SCAN_MAX 65536 /* records looked at per slice, matching or not */
+
+int tmk__store_zones_slice(const tmk__store* st, const tmk_relay_query* q,
+                           tmk__store_cursor* cur, tmk_relay_zone* out, size_t cap) {
+  uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;
+  uint64_t k0 = to_ticks_approx(st, q->t0_ns, 0), k1 = to_ticks_approx(st, t1, 1);
+  size_t n = 0, scanned = 0;
+  for (; cur->thread < st->nthreads; cur->thread++, cur->serial = 0, cur->pos = 0) {
+    const thread* t = &st->threads[cur->thread];
+    if (q->thread >= 0 && (uint64_t)q->thread != t->id) continue;
+    for (const chunk* c = t->zones.head; c; c = c->snext) {
+      if (c->serial < cur->serial) continue;
+      if (c->serial > cur->serial) cur->pos = 0;
+      cur->serial = c->serial;
+      if (c->tmax < k0 || c->tmin > k1) continue;
+      const zrec* z = (const zrec*)(const void*)c->data;
+      for (; cur->pos < c->count; cur->pos++) {
+        if (n == cap || scanned == SLICE_SCAN_MAX) return (int)n;
+        scanned++;
+        uint32_t i = cur->pos;
+        uint64_t start = c->base + (uint64_t)(int64_t)z[i].start_off;
+        uint64_t dur = (uint64_t)z[i].dur_lo | ((uint64_t)z[i].dur_hi << 32);
+        uint64_t s_ns = to_ns(st, start), e_ns = to_ns(st, start + dur);
+        if (e_ns < q->t0_ns || s_ns > t1) continue;
+        if (e_ns - s_ns < q->min_dur_ns) continue;
+        tmk_relay_zone o = {s_ns, e_ns - s_ns, t->id, z[i].site, z[i].depth, z[i].flags};
+        out[n++] = o;
+      }
+    }
+  }
+  cur->done = 1;
+  return (int)n;
+}
+
+int tmk__store_events_slice(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
+                            tmk__store_cursor* cur, tmk_relay_event* out, size_t cap,
+                            char* text, size_t text_cap) {
+  uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;
+  uint64_t k0 = to_ticks_approx(st, q->t0_ns, 0), k1 = to_ticks_approx(st, t1, 1);
+  size_t n = 0, scanned = 0, tn = 0;
+  for (; cur->thread < st->nthreads; cur->thread++, cur->serial = 0, cur->pos = 0, cur->off = 0) {
+    const thread* t = &st->threads[cur->thread];
+    if (q->thread >= 0 && (uint64_t)q->thread != t->id) continue;
+    for (const chunk* c = t->events.head; c; c = c->snext) {
+      if (c->serial < cur->serial) continue;
+      if (c->serial > cur->serial) cur->pos = cur->off = 0;
+      cur->serial = c->serial;
+      if (c->tmax < k0 || c->tmin > k1) continue;
+      for (; cur->pos < c->count; cur->pos++) {
+        erec h;
+        memcpy(&h, c->data + cur->off, sizeof h);
+        if (n == cap || scanned == SLICE_SCAN_MAX || text_cap - tn < h.text_len) return (int)n;
+        scanned++;
+        size_t size = sizeof h + (h.type == TMK_RELAY_EV_PLOT ? 8 : 0) + h.text_len;
+        const uint8_t* p = c->data + cur->off + sizeof h;
+        cur->off += (uint32_t)((size + 3) & ~(size_t)3);
+        if (type_mask && !(type_mask & (1u << h.type))) continue;
+        uint64_t ns = to_ns(st, c->base + (uint64_t)(int64_t)h.t_off);
+        if (ns < q->t0_ns || ns > t1) continue;
+        tmk_relay_event* e = &out[n++];
+        memset(e, 0, sizeof *e);
+        e->type = h.type;
+        e->severity = h.severity;
+        e->is_double = h.is_double;
+        e->thread = t->id;
+        e->site = h.site;
+        e->verbosity = h.verbosity;
+        e->time_ns = ns;
+        if (h.type == TMK_RELAY_EV_PLOT) {
+          if (h.is_double) memcpy(&e->d, p, 8);
+          else memcpy(&e->i, p, 8);
+          p += 8;
+        }
+        /* the text is copied: the chunk may be evicted once the lock is released */
+        if (h.text_len) memcpy(text + tn, p, h.text_len);
+        e->text = text + tn;
+        e->text_len = h.text_len;
+        tn += h.text_len;
+      }
+    }
+  }
+  cur->done = 1;
   return (int)n;
 }
 
