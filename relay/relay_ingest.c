@@ -13,7 +13,8 @@
 /* ---------------------------------------------------------------------------------------------
  * Addresses
  * ------------------------------------------------------------------------------------------- */
-void tmk__addr_str(const struct sockaddr* sa, char* out, size_t cap) {
+/* Formats a sockaddr as "ip:port". */
+static void addr_str(const struct sockaddr* sa, char* out, size_t cap) {
   char ip[64] = "?";
   int port = 0;
   if (sa->sa_family == AF_INET) {
@@ -38,6 +39,7 @@ static void ip_str(const struct sockaddr* sa, char* out, size_t cap) {
   else snprintf(out, cap, "?");
 }
 
+/* 1 if both addresses have the same IP (ports ignored). */
 int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b) {
   if (a->sa_family != b->sa_family) return 0;
   if (a->sa_family == AF_INET)
@@ -65,7 +67,7 @@ typedef struct src_ctx {
 static const char* src_name(src_ctx* sc) {
   if (!sc->have) {
     if (sc->conn) snprintf(sc->str, sizeof sc->str, "%s", sc->conn->peer_str);
-    else tmk__addr_str(sc->addr, sc->str, sizeof sc->str);
+    else addr_str(sc->addr, sc->str, sizeof sc->str);
     sc->have = 1;
   }
   return sc->str;
@@ -219,7 +221,7 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
   if (s) return s;
   if (sessions_from_ip(r, src) >= per_source_limit(r) && tmk__session_evict(r, src) != 0) {
     r->rejected_sessions++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                      "%s: refused new session %016llx: this source already has %u sessions "
                      "(limit is half of --max-sessions)",
                      src_name(sc), (unsigned long long)sid, per_source_limit(r));
@@ -230,7 +232,7 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
   if (tmk__session_register(r, s) != 0) {
     tmk__session_unref(s);
     r->rejected_sessions++;
-    tmk__log_limited(TMK_LOG_WARN, "max-sessions", now,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, "max-sessions", now,
                      "refused new session %016llx from %s: %u sessions are live (--max-sessions)",
                      (unsigned long long)sid, src_name(sc), r->cfg.max_sessions);
     return NULL;
@@ -244,7 +246,7 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
   if (r->cfg.record_all) {
     char err[256];
     if (tmk__session_record_start(s, NULL, 0, err, sizeof err) != 0)
-      tmk__log(TMK_LOG_ERROR, "session %s: %s", s->id, err);
+      tmk_relay__log(&r->log, TMK_LOG_ERROR, "session %s: %s", s->id, err);
   }
   return s;
 }
@@ -319,7 +321,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   if (rc == 0) rc = tmk_proto_read_hello(&rd, &hello);
   if (rc < 0) {
     r->garbage++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: bad HELLO for session %016llx (%s)",
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: bad HELLO for session %016llx (%s)",
                      src_name(sc), (unsigned long long)h->session_id, tmk_strerror(rc));
     send_reject(r, c, src, h->session_id, TMK_REJECT_BAD_HELLO,
                 "telemark-relay: malformed HELLO; update the agent to match the relay");
@@ -332,7 +334,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
              "relay from the same telemark version",
              TMK_RELAY_VERSION, TMK_PROTO_VERSION, hello.proto_version);
     if (first_reject(h->session_id))
-      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
                        src_name(sc), (unsigned long long)h->session_id, text);
     send_reject(r, c, src, h->session_id, TMK_REJECT_VERSION, text);
     return;
@@ -350,7 +352,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
     /* Facts are fixed by the first HELLO: a later one that contradicts it (another program,
      * a timer frequency of 1) is not from this session's agent (issue 15 item 3). */
     s->spoofed++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                      "%s: HELLO for session %016llx contradicts its first HELLO (program "
                      "'%.*s'); dropped", src_name(sc), (unsigned long long)h->session_id,
                      (int)hello.program.len, hello.program.ptr);
@@ -358,7 +360,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   }
   if (bind_source(s, src, c, sc, 1) != 0) {
     s->spoofed++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                      "%s: HELLO for session %016llx, which belongs to another address; dropped",
                      src_name(sc), (unsigned long long)h->session_id);
     return;
@@ -371,7 +373,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   mark_live(s, now);
   tmk__session_apply(s, p, len, r->scratch);
   if (first || (!was_tcp && s->conn)) {
-    tmk__log(TMK_LOG_INFO,
+    tmk_relay__log(&r->log, TMK_LOG_INFO,
              "session %s: WELCOME %.*s (%.*s/%.*s, agent %.*s, %llu Hz) over %s from %s", s->id,
              (int)hello.program.len, hello.program.ptr, (int)hello.platform.len,
              hello.platform.ptr, (int)hello.arch.len, hello.arch.ptr,
@@ -395,7 +397,7 @@ static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_pr
     int rc = validate_data(r, p, len);
     if (rc < 0) {
       r->garbage++;
-      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                        "%s: undecodable DATA for unknown session %016llx (%s); dropped", src_name(sc),
                        (unsigned long long)h->session_id, tmk_strerror(rc));
       return;
@@ -406,18 +408,18 @@ static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_pr
       c->session = s;
       s->conn = c;
     }
-    tmk__log(TMK_LOG_INFO, "session %s: data over %s from %s before any HELLO (target unknown)",
+    tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: data over %s from %s before any HELLO (target unknown)",
              s->id, c ? "tcp" : "udp", src_name(sc));
   } else if (bind_source(s, src, c, sc, 0) != 0) {
     s->spoofed++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                      "%s: DATA for session %016llx, which belongs to another address; dropped",
                      src_name(sc), (unsigned long long)h->session_id);
     return;
   }
   mark_live(s, now);
   if (tmk__reorder_push(&s->ro, h->seq, p, len, now, deliver, s) == TMK_ENOMEM)
-    tmk__log_limited(TMK_LOG_ERROR, "oom", now, "out of memory holding packets for reordering");
+    tmk_relay__log_limited(&r->log, TMK_LOG_ERROR, "oom", now, "out of memory holding packets for reordering");
   /* counters reach the API on the next tick (tmk__ingest_tick) */
 }
 
@@ -444,13 +446,13 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
                "and relay from the same telemark version",
                TMK_RELAY_VERSION, TMK_PROTO_VERSION, p[3]);
       if (first_reject(sid))
-        tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
+        tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
                          src_name(sc), (unsigned long long)sid, text);
       send_reject(r, c, src, sid, TMK_REJECT_VERSION, text);
       return;
     }
     r->garbage++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: dropped %zu-byte packet: %s", src_name(sc), len,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: dropped %zu-byte packet: %s", src_name(sc), len,
                      tmk_strerror(rc));
     return;
   }
@@ -476,14 +478,14 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
       info = s->info;
       tmk__store_fill_info(s->store, &info);
       pthread_mutex_unlock(&s->mu);
-      tmk__log(TMK_LOG_INFO, "session %s: BYE (%llu records, %llu zones, %llu lost packets)",
+      tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: BYE (%llu records, %llu zones, %llu lost packets)",
                s->id, (unsigned long long)info.stats.records,
                (unsigned long long)info.stats.zones, (unsigned long long)info.stats.lost);
       break;
     }
     default:
       r->garbage++;
-      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: unexpected %s packet from an agent",
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: unexpected %s packet from an agent",
                        src_name(sc), tmk_proto_packet_type_name(h.type));
       break;
   }
@@ -535,7 +537,7 @@ static void conn_close(tmk__conn* c) {
     pthread_mutex_lock(&s->mu);
     s->info.live = 0;
     pthread_mutex_unlock(&s->mu);
-    tmk__log(TMK_LOG_INFO, "session %s: tcp connection from %s closed", s->id, c->peer_str);
+    tmk_relay__log(&c->relay->log, TMK_LOG_INFO, "session %s: tcp connection from %s closed", s->id, c->peer_str);
   }
   uv_close((uv_handle_t*)&c->tcp, conn_closed);
 }
@@ -561,7 +563,7 @@ static void conn_read(uv_stream_t* st, ssize_t nread, const uv_buf_t* buf) {
     int n = tmk_proto_frame_parse(c->buf + off, c->len - off, &plen);
     if (n < 0) {
       r->garbage++;
-      tmk__log_limited(TMK_LOG_WARN, c->peer_str, uv_now(r->loop),
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, c->peer_str, uv_now(r->loop),
                        "%s: bad TCP framing (%s); closing the connection", c->peer_str,
                        tmk_strerror(n));
       conn_close(c);
@@ -599,7 +601,7 @@ static void on_connection(uv_stream_t* server, int status) {
   }
   int alen = sizeof c->peer;
   uv_tcp_getpeername(&c->tcp, (struct sockaddr*)&c->peer, &alen);
-  tmk__addr_str((const struct sockaddr*)&c->peer, c->peer_str, sizeof c->peer_str);
+  addr_str((const struct sockaddr*)&c->peer, c->peer_str, sizeof c->peer_str);
   c->last_packet_ms = uv_now(r->loop);
   uint32_t same = 0, open = 0;
   tmk__conn* oldest_unbound = NULL;
@@ -612,7 +614,7 @@ static void on_connection(uv_stream_t* server, int status) {
   /* Full: a connection that has not named a session yet makes room, so idle connections cannot
    * lock agents out (issue 15 item 9); those that have keep theirs. */
   if (open >= TMK__MAX_CONNS && same < per_source_limit(r) && oldest_unbound) {
-    tmk__log_limited(TMK_LOG_WARN, "tcp-full", uv_now(r->loop),
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, "tcp-full", uv_now(r->loop),
                      "%u TCP connections open: closed %s, which has sent no HELLO yet", open,
                      oldest_unbound->peer_str);
     conn_close(oldest_unbound);
@@ -621,7 +623,7 @@ static void on_connection(uv_stream_t* server, int status) {
   if (open >= TMK__MAX_CONNS || same >= per_source_limit(r)) {
     char ip[64];
     ip_str((const struct sockaddr*)&c->peer, ip, sizeof ip);
-    tmk__log_limited(TMK_LOG_WARN, ip, uv_now(r->loop),
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, ip, uv_now(r->loop),
                      "%s: too many TCP connections (%u open, %u from this host); refused",
                      c->peer_str, open, same);
     conn_close(c);
@@ -642,7 +644,7 @@ int tmk__ingest_start(tmk_relay* r) {
   else
     rc = uv_ip4_addr(r->cfg.listen_host, r->cfg.listen_port, (struct sockaddr_in*)&addr);
   if (rc) {
-    tmk__log(TMK_LOG_ERROR, "--listen: '%s' is not an IP address", r->cfg.listen_host);
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "--listen: '%s' is not an IP address", r->cfg.listen_host);
     return rc;
   }
   r->udp_buf_size = (size_t)UDP_BATCH * 64 * 1024;
@@ -655,7 +657,7 @@ int tmk__ingest_start(tmk_relay* r) {
   rc = uv_tcp_bind(&r->tcp, (const struct sockaddr*)&addr, 0);
   if (rc == 0) rc = uv_listen((uv_stream_t*)&r->tcp, 128, on_connection);
   if (rc) {
-    tmk__log(TMK_LOG_ERROR, "cannot listen on tcp %s:%d: %s (is another relay running? choose "
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "cannot listen on tcp %s:%d: %s (is another relay running? choose "
              "another port with --listen)", r->cfg.listen_host, r->cfg.listen_port,
              uv_strerror(rc));
     return rc;
@@ -674,7 +676,7 @@ int tmk__ingest_start(tmk_relay* r) {
   r->udp_open = 1;
   rc = uv_udp_bind(&r->udp, (const struct sockaddr*)&addr, 0);
   if (rc) {
-    tmk__log(TMK_LOG_ERROR, "cannot bind udp %s:%d: %s (is another relay running? choose "
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "cannot bind udp %s:%d: %s (is another relay running? choose "
              "another port with --listen)", r->cfg.listen_host, port, uv_strerror(rc));
     return rc;
   }
@@ -691,7 +693,7 @@ int tmk__ingest_start(tmk_relay* r) {
     uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
   rc = uv_udp_recv_start(&r->udp, udp_alloc, udp_recv);
   if (rc) {
-    tmk__log(TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));
     return rc;
   }
   r->bound_port = port;
@@ -718,7 +720,7 @@ static void conn_timeouts(tmk_relay* r, uint64_t now_ms) {
     if (c->closing) continue;
     uint64_t quiet = now_ms - c->last_packet_ms;
     if ((!c->session && quiet >= TMK__CONN_HELLO_MS) || quiet >= TMK__CONN_IDLE_MS) {
-      tmk__log_limited(TMK_LOG_WARN, c->peer_str, now_ms,
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, c->peer_str, now_ms,
                        "%s: TCP connection %s for %llu s; closed", c->peer_str,
                        c->session ? "silent" : "sent no HELLO", (unsigned long long)(quiet / 1000));
       conn_close(c);

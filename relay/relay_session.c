@@ -136,7 +136,7 @@ int tmk__session_evict(tmk_relay* r, const struct sockaddr* src) {
   memmove(&r->sessions[at], &r->sessions[at + 1], (r->nsessions - at - 1) * sizeof victim);
   r->nsessions--;
   pthread_mutex_unlock(&r->reg_mu);
-  tmk__log(TMK_LOG_INFO, "session %s: removed from memory to make room (%s)", victim->id,
+  tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: removed from memory to make room (%s)", victim->id,
            src ? "sessions per source: half of --max-sessions" : "--max-sessions");
   for (tmk__conn* c = r->conns; c; c = c->next) /* none should, but never leave one dangling */
     if (c->session == victim) c->session = NULL;
@@ -246,7 +246,7 @@ void tmk__session_flush_pending(tmk__session* s, int force) {
 /* A write to the recording failed (disk full, file system gone): the file keeps every chunk
  * written so far and stays readable (RECORDING.md §4); the session goes on without recording. */
 static void recording_failed(tmk__session* s, int err) {
-  tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed (%s); recording stopped, the file "
+  tmk_relay__log(&s->relay->log, TMK_LOG_ERROR, "session %s: writing %s failed (%s); recording stopped, the file "
            "keeps what was written before", s->id, s->rec.path, strerror(err));
   tmk__rec_close(&s->rec);
   s->recording = 0;
@@ -367,7 +367,7 @@ int tmk__session_record_start(tmk__session* s, char* path_out, size_t cap, char*
   snprintf(s->info.recording_path, sizeof s->info.recording_path, "%s", path);
   pthread_mutex_unlock(&s->mu);
   if (path_out) snprintf(path_out, cap, "%s", path);
-  tmk__log(TMK_LOG_INFO, "session %s: recording to %s", s->id, path);
+  tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: recording to %s", s->id, path);
   return 0;
 }
 
@@ -394,10 +394,10 @@ int tmk__session_record_stop(tmk__session* s, char* err, size_t ecap) {
   pthread_mutex_unlock(&s->mu);
   if (rc) {
     snprintf(err, ecap, "closing %s failed: %s", s->rec.path, strerror(errno));
-    tmk__log(TMK_LOG_ERROR, "session %s: %s", s->id, err);
+    tmk_relay__log(&s->relay->log, TMK_LOG_ERROR, "session %s: %s", s->id, err);
     return TMK_EIO;
   }
-  tmk__log(TMK_LOG_INFO, "session %s: recording %s closed (%llu packets)", s->id, s->rec.path,
+  tmk_relay__log(&s->relay->log, TMK_LOG_INFO, "session %s: recording %s closed (%llu packets)", s->id, s->rec.path,
            (unsigned long long)s->rec.packets);
   return 0;
 }
@@ -443,7 +443,7 @@ void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync) {
       pthread_mutex_lock(&s->mu);
       if (s->info.live) {
         s->info.live = 0;
-        tmk__log(TMK_LOG_INFO, "session %s: idle for %d s, no longer live", s->id,
+        tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: idle for %d s, no longer live", s->id,
                  TMK__IDLE_MS / 1000);
       }
       pthread_mutex_unlock(&s->mu);
@@ -575,11 +575,11 @@ int tmk__session_replay_file(tmk_relay* r, const char* name, tmk__session** out,
   s->info.live = 0;
   pthread_mutex_unlock(&s->mu);
   if (res.tail_error)
-    tmk__log(TMK_LOG_WARN,
+    tmk_relay__log(&r->log, TMK_LOG_WARN,
              "%s: torn or corrupt tail (%s) after %llu good bytes; %llu bytes skipped", path,
              tmk_strerror(res.tail_error), (unsigned long long)res.valid_bytes,
              (unsigned long long)res.torn_bytes);
-  tmk__log(TMK_LOG_INFO, "opened %s: %llu packets%s", path, (unsigned long long)res.packets,
+  tmk_relay__log(&r->log, TMK_LOG_INFO, "opened %s: %llu packets%s", path, (unsigned long long)res.packets,
            res.agent_file ? " (agent file)" : res.clean_end ? "" : " (no clean end)");
   *out = s;
   return 0;

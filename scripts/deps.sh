@@ -15,6 +15,7 @@ set -euo pipefail
 run_pkgs=(
   cmake make gcc libc6-dev pkg-config                # build (gcc only Recommends libc6-dev)
   libuv1-dev libcivetweb-dev liblz4-dev              # relay dependencies (lz4 also for agents)
+  libjansson-dev                                     # relay: JSON reader (API bodies, stream)
   nodejs npm ca-certificates                         # uPlot from npm, embedded into the relay
 )
 test_pkgs=(

@@ -18,6 +18,7 @@ needs=(
   "pkg-config|run|echo /usr/bin/pkg-config"
   "libuv headers|run|echo /usr/include/uv.h"
   "civetweb headers|run|echo /usr/include/civetweb.h"
+  "jansson headers|run|echo /usr/include/jansson.h"
   "lz4 headers|run|echo /usr/include/lz4.h"
   "node|run|echo /usr/bin/node"
   "npm|run|echo /usr/bin/npm"
