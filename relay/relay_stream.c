@@ -103,6 +103,11 @@ typedef struct site_ent {
   uint8_t known, sent, severity, kind;
   uint32_t verbosity;
 } site_ent;
+typedef struct site_slot { /* open addressing by site id; id 0 = empty (SITE ids are > 0) */
+  uint32_t id;
+  site_ent e;
+} site_slot;
+#define WS_MAX_SITES 65536 /* the store keeps no more either */
 
 typedef struct tmk__stream tmk__stream;
 
@@ -127,8 +132,9 @@ typedef struct client {
   uint64_t cursor;
   int64_t origin;       /* ns subtracted from every time sent */
   int origin_set;
-  site_ent* sites;
-  uint32_t nsites;
+  site_slot* sites;    /* the session's call sites this browser knows: a hash table, so its */
+  uint32_t nsites;     /* memory follows the number of sites, not the largest id (issue 15 */
+  uint32_t sites_cap;  /* item 5: one site id of 4,194,304 cost every browser 64 MB) */
   uint32_t threads_seen, teams_seen_hash;
   int was_live;
   int64_t last_t;       /* latest time sent (relative) */
@@ -274,23 +280,49 @@ typedef struct site_ctx {
   buf* b;
 } site_ctx;
 
-static int grow_sites(client* c, uint32_t id) {
-  if (id < c->nsites) return 0;
-  if (id > (1u << 22)) return -1; /* agents number sites from 1; refuse absurd ids */
-  uint32_t n = c->nsites ? c->nsites : 256;
-  while (n <= id) n *= 2;
-  site_ent* s = realloc(c->sites, n * sizeof *s);
-  if (!s) return -1;
-  memset(s + c->nsites, 0, (n - c->nsites) * sizeof *s);
-  c->sites = s;
-  c->nsites = n;
-  return 0;
+static uint32_t site_hash(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  return x;
+}
+static site_ent* site_find(const client* c, uint32_t id) {
+  if (!c->sites_cap || !id) return NULL;
+  for (uint32_t h = site_hash(id) & (c->sites_cap - 1);; h = (h + 1) & (c->sites_cap - 1)) {
+    if (c->sites[h].id == id) return &c->sites[h].e;
+    if (!c->sites[h].id) return NULL;
+  }
+}
+/* Returns the entry for id, adding it; NULL when the table is full or out of memory. */
+static site_ent* site_add(client* c, uint32_t id) {
+  site_ent* e = site_find(c, id);
+  if (e || !id) return e;
+  if (c->nsites >= WS_MAX_SITES) return NULL;
+  if ((c->nsites + 1) * 2 > c->sites_cap) {
+    uint32_t ncap = c->sites_cap ? c->sites_cap * 2 : 256;
+    site_slot* ns = calloc(ncap, sizeof *ns);
+    if (!ns) return NULL;
+    for (uint32_t i = 0; i < c->sites_cap; i++) {
+      if (!c->sites[i].id) continue;
+      uint32_t h = site_hash(c->sites[i].id) & (ncap - 1);
+      while (ns[h].id) h = (h + 1) & (ncap - 1);
+      ns[h] = c->sites[i];
+    }
+    free(c->sites);
+    c->sites = ns;
+    c->sites_cap = ncap;
+  }
+  uint32_t h = site_hash(id) & (c->sites_cap - 1);
+  while (c->sites[h].id) h = (h + 1) & (c->sites_cap - 1);
+  c->sites[h].id = id;
+  c->nsites++;
+  return &c->sites[h].e;
 }
 static int site_cb(void* ud, const tmk_relay_site* s) {
   site_ctx* x = ud;
   client* c = x->c;
-  if (!s->known || grow_sites(c, s->id)) return 0;
-  site_ent* e = &c->sites[s->id];
+  site_ent* e = s->known ? site_add(c, s->id) : NULL;
+  if (!e) return 0;
   e->known = 1;
   e->severity = s->severity;
   e->verbosity = s->verbosity;
@@ -362,7 +394,8 @@ static void send_meta(client* c, int force) {
   free(tb.p);
 }
 static const site_ent* site_of(client* c, uint32_t id) {
-  if (id < c->nsites && c->sites[id].known) return &c->sites[id];
+  const site_ent* e = site_find(c, id);
+  if (e && e->known) return e;
   return NULL;
 }
 /* Filters: severity level, team mask (by the call site) and thread list. Unknown sites pass. */
@@ -568,7 +601,7 @@ static void start_subscription(client* c, const sub* s) {
   c->subscribed = 0;
   free(c->sites);
   c->sites = NULL;
-  c->nsites = 0;
+  c->nsites = c->sites_cap = 0;
   c->threads_seen = 0;
   c->teams_seen_hash = 0;
   c->origin_set = 0;
@@ -656,7 +689,7 @@ static void pump_live(client* c) {
     for (int i = 0; i < n; i++) {
       const tmk_relay_live_item* it = &items[i];
       uint32_t site = it->is_zone ? it->zone.site : it->event.site;
-      if (site && (site >= c->nsites || !c->sites[site].known)) need_meta = 1;
+      if (site && !site_of(c, site)) need_meta = 1;
     }
     if (need_meta) { send_meta(c, 0); need_meta = 0; }
     for (int i = 0; i < n; i++) {

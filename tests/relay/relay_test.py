@@ -980,6 +980,37 @@ def case_query_load():
         eq(r.stop(), 0, "exit code")
 
 
+def case_stream_sites():
+    """Issue 15 item 5: one SITE with id 4,194,304 made every dashboard client allocate 64 MB
+    (a table indexed by site id); six subscribers must not cost the relay hundreds of MB."""
+    r = Relay()
+    ws = []
+    try:
+        sid = "0a77ac4000000501"
+        attack("site", r, "--session", sid, "--site-id", 4194304)
+        wait_for(lambda: any(s["id"] == sid and s["stats"]["zones"] == 10 for s in r.sessions()),
+                 5, "the session")
+        base = r.rss_kb()
+        for _ in range(6):
+            w = WS(r.http)
+            eq(w.status, 101, "websocket upgrade")
+            w.send_text(json.dumps({"op": "subscribe", "session": sid}))
+            w.follow()
+            ws.append(w)
+        wait_for(lambda: all(w.received > 40 for w in ws), 10, "every subscriber's history")
+        print("stream bytes", [w.received for w in ws])
+        time.sleep(0.3)
+        grew = r.rss_kb() - base
+        print(f"relay RSS grew by {grew} KiB for 6 subscribers")
+        if not sanitized():
+            check(grew < 48 * 1024, f"six subscribers cost {grew} KiB")
+        alive(r)
+    finally:
+        for w in ws:
+            w.close()
+        eq(r.stop(), 0, "exit code")
+
+
 def case_fuzz():
     """Structured UDP fuzzer (tmk-relay-attack fuzz): valid headers built by the encoder, mutated
     records, seq jumps, replays, HELLO/BYE, 24 sessions x 12 threads, for a bounded time, while

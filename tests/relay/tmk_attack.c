@@ -30,6 +30,7 @@ typedef struct opts {
   uint32_t seed;
   const char* program;
   uint64_t freq;
+  uint32_t site_id;
   int tcp;
 } opts;
 
@@ -205,6 +206,29 @@ static void sites_mode(const opts* o) {
   }
   printf("ATTACK packets=%llu sites=%llu\n", (unsigned long long)o->count,
          (unsigned long long)sites);
+}
+
+/* One SITE with the given id and zones that use it (item 5). */
+static void site_mode(const opts* o) {
+  tmk_proto_writer w;
+  tmk_proto_writer_init(&w, g_body, sizeof g_body);
+  hello(o->session, "attack", 1000000000ull);
+  tmk_proto_site s;
+  memset(&s, 0, sizeof s);
+  s.id = o->site_id;
+  s.name.ptr = "big-id";
+  s.name.len = 6;
+  tmk_proto_put_site(&w, &s);
+  tmk_proto_zone z[10];
+  for (int k = 0; k < 10; k++) {
+    z[k].start = 1000000 + (uint64_t)k * 1000;
+    z[k].duration = 500;
+    z[k].site = o->site_id;
+    z[k].depth = 0;
+  }
+  tmk_proto_put_zones(&w, z, 10);
+  finish_send(&w, o->session, o->seq);
+  printf("ATTACK site=%u\n", o->site_id);
 }
 
 /* One DATA packet (one zone) with the given seq (item 3). */
@@ -437,6 +461,7 @@ int main(int argc, char** argv) {
     else if (ARG("--seed")) o.seed = (uint32_t)strtoul(v, NULL, 10);
     else if (ARG("--program")) o.program = v;
     else if (ARG("--freq")) o.freq = strtoull(v, NULL, 10);
+    else if (ARG("--site-id")) o.site_id = (uint32_t)strtoul(v, NULL, 10);
     else if (strcmp(a, "--tcp") == 0) o.tcp = 1;
     else {
       fprintf(stderr, "tmk-relay-attack: unknown option %s\n", a);
@@ -451,6 +476,7 @@ int main(int argc, char** argv) {
   if (strcmp(o.mode, "threads") == 0) zones_mode(&o, 100, 1);
   else if (strcmp(o.mode, "sparse") == 0) zones_mode(&o, 1ull << 33, 0);
   else if (strcmp(o.mode, "sites") == 0) sites_mode(&o);
+  else if (strcmp(o.mode, "site") == 0) site_mode(&o);
   else if (strcmp(o.mode, "seq") == 0) seq_mode(&o);
   else if (strcmp(o.mode, "hello") == 0) {
     hello(o.session, o.program, o.freq);
