@@ -704,8 +704,11 @@ int tmk__http_start(tmk_relay* r) {
     snprintf(ports, sizeof ports, "[%s]:%d", r->cfg.http_host, r->cfg.http_port);
   else
     snprintf(ports, sizeof ports, "%s:%d", r->cfg.http_host, r->cfg.http_port);
-  const char* options[] = {"listening_ports", ports, "num_threads", "64", "request_timeout_ms",
-                           "10000", "enable_keep_alive", "yes", NULL};
+  /* Every connection holds a worker thread while it is open: live streams (at most 32,
+   * relay_stream.h) and idle or slow clients, which the timeouts bound (issue 15 item 6). */
+  const char* options[] = {"listening_ports", ports, "num_threads", "96", "request_timeout_ms",
+                           "5000", "keep_alive_timeout_ms", "2000", "enable_keep_alive", "yes",
+                           NULL};
   struct mg_callbacks cb;
   memset(&cb, 0, sizeof cb);
   cb.log_message = log_message;

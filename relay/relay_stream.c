@@ -156,9 +156,17 @@ struct tmk__stream {
   pthread_cond_t cv;
   uint64_t gen;
   client* clients;
+  unsigned admitted;  /* connections ws_connect let in and ws_close has not seen go */
   tmk_relay_stream_stats stats;
   char team_override[32][64]; /* immutable after tmk__stream_new */
 };
+
+int tmk__stream_full(tmk__stream* st) {
+  pthread_mutex_lock(&st->mu);
+  int full = st->admitted >= TMK__STREAM_MAX_CLIENTS;
+  pthread_mutex_unlock(&st->mu);
+  return full;
+}
 
 tmk__stream* tmk__stream_new(const char* const team_names[32]) {
   tmk__stream* st = calloc(1, sizeof *st);
@@ -836,7 +844,14 @@ static int parse_sub(const json_t* o, sub* s, char* err, size_t errcap) {
  * ============================================================================================ */
 static int ws_connect(const struct mg_connection* conn, void* ud) {
   tmk__stream* st = ud;
-  return st->authorize(st->auth_ud, conn) ? 0 : 1;
+  if (!st->authorize(st->auth_ud, conn)) return 1;
+  /* Each stream holds an HTTP worker thread for its life: past the cap they would take the
+   * API down (issue 15 item 6). relay_web.c answers 429 before this; this is the exact count. */
+  pthread_mutex_lock(&st->mu);
+  int ok = st->admitted < TMK__STREAM_MAX_CLIENTS;
+  if (ok) st->admitted++;
+  pthread_mutex_unlock(&st->mu);
+  return ok ? 0 : 1;
 }
 static void ws_ready(struct mg_connection* conn, void* ud) {
   client* c = calloc(1, sizeof *c);
@@ -894,7 +909,10 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
   return 1;
 }
 static void ws_close(const struct mg_connection* conn, void* ud) {
-  (void)ud;
+  tmk__stream* st = ud;
+  pthread_mutex_lock(&st->mu);
+  if (st->admitted) st->admitted--;
+  pthread_mutex_unlock(&st->mu);
   client* c = mg_get_user_connection_data(conn);
   if (!c) return;
   pthread_mutex_lock(&c->mu);
@@ -902,7 +920,6 @@ static void ws_close(const struct mg_connection* conn, void* ud) {
   pthread_mutex_unlock(&c->mu);
   on_data(c->st);
   if (c->started) pthread_join(c->thread, NULL);
-  tmk__stream* st = c->st;
   pthread_mutex_lock(&st->mu);
   for (client** p = &st->clients; *p; p = &(*p)->next)
     if (*p == c) { *p = c->next; break; }

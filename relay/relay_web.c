@@ -103,6 +103,12 @@ static int auth_api(struct mg_connection* conn, void* ud) {
     tmk__http_send_error(conn, 403, TMK_EACCESS, "WebSocket Origin does not match the relay's host");
     return 0;
   }
+  if (ws && tmk__stream_full(w->stream)) {
+    tmk__http_send_error(conn, 429, TMK_EAGAIN,
+                         "too many live streams open (32): close dashboards you no longer need; "
+                         "the API still answers");
+    return 0;
+  }
   return 1;
 }
 

@@ -1011,6 +1011,36 @@ def case_stream_sites():
         eq(r.stop(), 0, "exit code")
 
 
+def case_ws_cap():
+    """Issue 15 item 6: 64 idle WebSockets held all of civetweb's 64 threads and the API stopped
+    answering. Streams are capped at 32 (429 with a clear message beyond), the API answers."""
+    r = Relay()
+    ws = []
+    try:
+        codes = []
+        for _ in range(64):
+            w = WS(r.http)
+            codes.append(w.status)
+            ws.append(w)
+        eq(codes.count(101), 32, f"streams admitted ({codes})")
+        eq(codes.count(429), 32, "streams refused with 429")
+        refused = next(w for w in ws if w.status == 429)
+        check(b"too many live streams" in refused.head + refused.rest, f"429 body: {refused.rest!r}")
+        st, js = r.api("GET", "/api/relay")
+        eq(st, 200, "the API answers with 32 streams open")
+        for w in ws:
+            w.close()
+        ws = []
+        time.sleep(0.5)
+        w = WS(r.http)  # closed streams give their places back
+        ws.append(w)
+        eq(w.status, 101, "a stream after the others closed")
+    finally:
+        for w in ws:
+            w.close()
+        eq(r.stop(), 0, "exit code")
+
+
 def case_fuzz():
     """Structured UDP fuzzer (tmk-relay-attack fuzz): valid headers built by the encoder, mutated
     records, seq jumps, replays, HELLO/BYE, 24 sessions x 12 threads, for a bounded time, while
