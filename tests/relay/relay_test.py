@@ -144,6 +144,12 @@ class WS:
         self.head, _, self.rest = head.partition(b"\r\n\r\n")
         line = self.head.split(b"\r\n")[0].split()
         self.status = int(line[1]) if len(line) > 1 else 0
+        m = re.search(rb"(?i)content-length: *(\d+)", self.head)
+        while self.status != 101 and m and len(self.rest) < int(m.group(1)):
+            b = self.sock.recv(4096)  # an error's body may come in a segment of its own
+            if not b:
+                break
+            self.rest += b
         self.received = len(self.rest)
         self.closed = False
 
