@@ -69,7 +69,8 @@ class Relay:
     def api(self, method, path, body=None, raw=None):
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}", data=data,
-                                     method=method)
+                                     method=method,
+                                     headers={"Content-Type": "application/json"} if method == "POST" else {})
         try:
             with urllib.request.urlopen(req, timeout=10) as r:
                 return r.status, json.loads(r.read())
@@ -1044,6 +1045,62 @@ def case_ws_cap():
     finally:
         for w in ws:
             w.close()
+        eq(r.stop(), 0, "exit code")
+
+
+def raw_http(port, method, path, headers, body=b""):
+    """One request with exactly these headers (Host included); returns (status, headers, body)."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+    for k, v in headers.items():
+        c.putheader(k, v)
+    if body or method == "POST":
+        c.putheader("Content-Length", str(len(body)))
+    c.endheaders(body)
+    resp = c.getresponse()
+    out = (resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+    c.close()
+    return out
+
+
+def case_browser_checks():
+    """Issue 15 item 10, loopback mode without a token: a DNS-rebinding page (Host = Origin =
+    evil.example) must not read the API or the stream, CORS preflights get no permissive
+    answer, and a cross-site text/plain POST is not executed."""
+    r = Relay()
+    try:
+        sid = "00000000000b4010"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 5, "--no-bye")
+        r.wait_zones(sid, 5 * 40)
+        evil = {"Host": f"evil.example:{r.http}", "Origin": f"http://evil.example:{r.http}"}
+        st, _, body = raw_http(r.http, "GET", "/api/sessions", evil)
+        eq(st, 403, f"rebinding page reading the API ({body[:80]!r})")
+        check(b"Host" in body, f"403 says why: {body!r}")
+        for host in (f"127.0.0.1:{r.http}", f"localhost:{r.http}", "localhost"):
+            st, _, _ = raw_http(r.http, "GET", "/api/sessions", {"Host": host})
+            eq(st, 200, f"Host {host}")
+        w = WS(r.http, host=evil["Host"], headers={"Origin": evil["Origin"]})
+        check(w.status in (401, 403), f"rebinding page opening the stream: {w.status}")
+        w.close()
+        st, hdrs, _ = raw_http(r.http, "OPTIONS", f"/api/sessions/{sid}/control",
+                               {"Host": f"127.0.0.1:{r.http}", "Origin": "http://evil.example",
+                                "Access-Control-Request-Method": "POST",
+                                "Access-Control-Request-Headers": "content-type"})
+        check("access-control-allow-origin" not in hdrs, f"CORS preflight granted: {st} {hdrs}")
+        local = {"Host": f"127.0.0.1:{r.http}"}
+        path = f"/api/sessions/{sid}/record/start"
+        st, _, _ = raw_http(r.http, "POST", path, {**local, "Content-Type": "text/plain",
+                                                   "Origin": "http://evil.example"}, b"{}")
+        eq(st, 415, "cross-site text/plain POST")
+        st, _, _ = raw_http(r.http, "POST", path, {**local, "Content-Type": "application/json",
+                                                   "Origin": "http://evil.example"}, b"{}")
+        eq(st, 403, "POST from another origin")
+        eq(r.session(sid)["recording"], False, "recording started by a foreign page")
+        st, _, body = raw_http(r.http, "POST", path, {**local, "Content-Type": "application/json",
+                                                      "Origin": f"http://127.0.0.1:{r.http}"}, b"{}")
+        eq(st, 200, f"the dashboard's own POST ({body!r})")
+    finally:
         eq(r.stop(), 0, "exit code")
 
 
