@@ -25,6 +25,7 @@ test_pkgs=(
   gcc-powerpc-linux-gnu libc6-dev-powerpc-cross      # big-endian 32-bit tests under qemu-user
   gcc-mipsel-linux-gnu libc6-dev-mipsel-cross        # 32-bit MIPS tests under qemu-user
   qemu-user
+  gcc-mingw-w64-x86-64 wine wine64                   # the Windows port, run end to end under wine
   chromium                                           # dashboard browser tests (playwright-core)
   python3                                            # relay integration test driver
 )

@@ -37,6 +37,9 @@ needs=(
   "mipsel C headers|test|echo /usr/mipsel-linux-gnu/include/stdio.h"
   "qemu-ppc|test|echo /usr/bin/qemu-ppc"
   "qemu-mipsel|test|echo /usr/bin/qemu-mipsel"
+  "MinGW-w64 compiler|test|echo /usr/bin/x86_64-w64-mingw32-gcc"
+  "MinGW-w64 C library|test|x86_64-w64-mingw32-gcc -print-file-name=libws2_32.a"
+  "wine64|test|echo /usr/lib/wine/wine64"
   "chromium|test|echo /usr/bin/chromium"
   "python3|test|echo /usr/bin/python3"
 )
