@@ -69,11 +69,13 @@ uint64_t tmk__unix_ns(void);
 #define TMK__REORDER_HISTORY 8192 /* seqs remembered behind `next` for dup/late detection */
 /* A packet this far ahead of `next` (or further behind it than the history) would freeze the
  * session if it moved the window: it is refused and counted, unless it starts a new epoch —
- * TMK__REORDER_EPOCH_RUN such packets in sequence while nothing in range arrived for
- * TMK__REORDER_EPOCH_QUIET_MS (an agent back from a long outage). Issue 15 item 3. */
+ * TMK__REORDER_EPOCH_RUN such packets in sequence while nothing in range arrived for the
+ * reorder window's time (an agent back from an outage, or a burst of kernel drops under
+ * overload). A forward jump of up to TMK__REORDER_EPOCH_LOST then counts as lost packets.
+ * Issue 15 item 3. */
 #define TMK__REORDER_FAR (TMK__REORDER_HISTORY / 2)
 #define TMK__REORDER_EPOCH_RUN 8
-#define TMK__REORDER_EPOCH_QUIET_MS 1000
+#define TMK__REORDER_EPOCH_LOST (1u << 24)
 
 typedef void (*tmk__deliver_fn)(void* ud, const uint8_t* packet, size_t len, uint64_t seq);
 
