@@ -13,7 +13,6 @@
 
 #define TMK_RELAY_VERSION "0.1.0"
 #define TMK__TICK_MS 10           /* reorder ticks, control resends, data listener */
-#define TMK__IDLE_MS 10000        /* a UDP session with no packet for this long is not live */
 #define TMK__MAX_CONNS 256        /* TCP connections overall */
 #define TMK__CONN_HELLO_MS 3000   /* a connection that names no session by then is closed */
 #define TMK__CONN_IDLE_MS 60000   /* a connection with no packet for this long is closed */
@@ -39,6 +38,7 @@ typedef struct tmk_relay_config {
   uint32_t reorder_packets;
   uint32_t reorder_ms;
   uint32_t stats_interval_ms;
+  uint32_t session_idle_ms;
 } tmk_relay_config;
 
 

@@ -35,6 +35,7 @@ static int config_from_desc(const tmk_relay_desc* d, tmk_relay_config* c) {
   if (c->reorder_packets < 2 || c->reorder_packets > 65536 || c->reorder_ms > 60000)
     return TMK_EINVAL;
   c->stats_interval_ms = d->stats_interval_ms ? d->stats_interval_ms : 10000;
+  c->session_idle_ms = d->session_idle_ms ? d->session_idle_ms : 10000;
   for (int i = 0; i < TMK_RELAY_MAX_HOOKS; i++) {
     c->hook_fn[i] = d->http_hooks[i].fn;
     c->hook_ud[i] = d->http_hooks[i].ud;

@@ -439,12 +439,12 @@ void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync) {
         sync_async(r, s);
       }
     }
-    if (!s->conn && now_ms - s->last_packet_ms > TMK__IDLE_MS) {
+    if (!s->conn && now_ms - s->last_packet_ms > r->cfg.session_idle_ms) {
       pthread_mutex_lock(&s->mu);
       if (s->info.live) {
         s->info.live = 0;
-        tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: idle for %d s, no longer live", s->id,
-                 TMK__IDLE_MS / 1000);
+        tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: idle for %.1f s, no longer live",
+                       s->id, r->cfg.session_idle_ms / 1000.0);
       }
       pthread_mutex_unlock(&s->mu);
     }
