@@ -488,6 +488,10 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
  * TMK_ENOMEM. */
 static int add_zones(tmk__store* st, thread* t, const tmk_proto_record* recs, size_t n) {
   size_t i = 0;
+  /* Sites first: a site table that grows makes room by evicting chunks, which may be the chunk
+   * about to be filled below. */
+  for (i = 0; i < n; i++) reference_site(st, recs[i].u.zone.site);
+  i = 0;
   while (i < n) {
     chunk* c = t->zones.tail;
     uint64_t first = recs[i].u.zone.start;
@@ -503,7 +507,6 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_record* recs, si
       uint64_t dur = q->duration;
       if (k && !fits_off(q->start, c->base)) break; /* the first one fits: checked above */
       if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-      reference_site(st, q->site);
       z[k].start_off = (int32_t)(int64_t)(q->start - c->base);
       z[k].dur_lo = (uint32_t)dur;
       z[k].dur_hi = (uint16_t)(dur >> 32);
