@@ -54,6 +54,8 @@ typedef struct tmk__flusher {
   int has_control;
   uint32_t control_seq;
   uint32_t control_applied;
+  uint64_t ms, ms_ticks;      /* tmk__ms: the last result and the ticks it was taken at */
+  uint32_t ms_div, ms_rem;    /* ticks per ms (0: slower than 1 kHz), ticks not yet counted */
   tmk__transport tr;
 } tmk__flusher;
 
@@ -68,6 +70,56 @@ void tmk__apply_filter(uint32_t level, uint32_t mask) {
     uint32_t v = (s < TMK_SEV_COUNT && s <= level && tmk__g.running) ? mask : 0u;
     tmk_port_store32_relaxed(&tmk__filter[s], v);
   }
+}
+
+/* ============================================================================================
+ * Milliseconds for the timers, with 32-bit division only (a 64-bit one is a libgcc helper of
+ * ~700 bytes on a 32-bit board)
+ * ========================================================================================== */
+
+/* n / d by shift and subtract; for the rare wide values. */
+static uint64_t udiv64(uint64_t n, uint32_t d, uint32_t* rem) {
+  uint64_t q = 0, r = 0;
+  int i;
+  for (i = 63; i >= 0; i--) {
+    r = (r << 1) | ((n >> i) & 1u);
+    if (r >= d) {
+      r -= d;
+      q |= 1ull << i;
+    }
+  }
+  if (rem) *rem = (uint32_t)r;
+  return q;
+}
+
+static void ms_start(tmk__flusher* g) {
+  uint64_t f = tmk__g.freq;
+  g->ms_div = f >> 32 ? (uint32_t)udiv64(f, 1000u, NULL) : (uint32_t)f / 1000u;
+  g->ms_ticks = tmk__now_ticks();
+  g->ms = 0;
+  g->ms_rem = 0;
+}
+
+uint64_t tmk__ms(void) {
+  tmk__flusher* g = &F;
+  uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks;
+  if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
+  g->ms_ticks = t;
+  if (g->ms_div == 0) { /* a clock slower than 1 kHz: whole ticks, scaled */
+    uint32_t f = (uint32_t)tmk__g.freq ? (uint32_t)tmk__g.freq : 1u;
+    g->ms += delta * (1000u / f);
+  } else if (delta < 0x80000000u) {
+    uint32_t sum = g->ms_rem + (uint32_t)delta; /* both < 2^31 */
+    g->ms += sum / g->ms_div;
+    g->ms_rem = sum % g->ms_div;
+  } else {
+    uint32_t r;
+    g->ms += udiv64(delta, g->ms_div, &r);
+    r += g->ms_rem;
+    g->ms += r / g->ms_div;
+    g->ms_rem = r % g->ms_div;
+  }
+  return g->ms;
 }
 
 static int is_socket(const tmk__flusher* g) {
@@ -90,8 +142,10 @@ static int send_packet(void) {
   g->w_thread = 0;
   g->pkt_zones = 0;
   if (n < 0) {
-    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed: %s",
-             tmk_strerror(n));
+    /* the code, not tmk_strerror's text: its table is 1.2 KB on a board, and this cannot
+       happen with the agent's own limits */
+    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed (%d)",
+                   n);
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
     return 0;
@@ -555,6 +609,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
     g->clk_ext = tmk__g.clk_fn(tmk__g.clk_user) & ((1ull << tmk__g.clk_bits) - 1);
     tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)(g->clk_ext >> (tmk__g.clk_bits - 1)));
   }
+  ms_start(g);
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
   if (rc == 0)
