@@ -115,6 +115,12 @@ static inline uint64_t tmk__shr64(uint64_t v, uint32_t s) {
 static inline uint64_t tmk__extend_clock(uint64_t raw) {
   uint32_t bits = tmk__g.clk_bits;
   uint32_t e = tmk_port_load32_relaxed(&tmk__g.clk_e);
+#if UINTPTR_MAX > 0xFFFFFFFFu /* 64-bit shifts are instructions here */
+  uint64_t lo64 = raw & ((1ull << bits) - 1);
+  uint64_t v = ((uint64_t)(e >> 1) << bits) | lo64;
+  if ((e & 1u) && !(lo64 >> (bits - 1))) v += 1ull << bits; /* wrapped since the flusher looked */
+  return v;
+#else
   uint32_t hi = e >> 1, lo, v_lo, v_hi;
   int wrapped;
   if (bits == 32) {
@@ -137,6 +143,7 @@ static inline uint64_t tmk__extend_clock(uint64_t raw) {
     }
   }
   return ((uint64_t)v_hi << 32) | v_lo;
+#endif
 }
 
 /* Returns the agent's time in ticks (what zones record). */
