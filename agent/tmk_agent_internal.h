@@ -172,6 +172,7 @@ static inline void tmk__unlock(void) { tmk_port_store32_release(&tmk__g.flush_lo
 /* ---- tmk_flush.c (called with the lock held) ----------------------------------------------- */
 /* What tmk_agent_init hands the flusher: buffers carved from the arena and the session facts. */
 typedef struct tmk__flush_config {
+  void* state; /* tmk__flush_state_size() bytes, 64-byte aligned: the flusher's whole state */
   uint64_t session_id;
   uint32_t max_packet;
   uint8_t* body; /* max_packet - TMK_PROTO_MAX_HEADER bytes */
@@ -183,6 +184,8 @@ typedef struct tmk__flush_config {
   void* lz4_state; /* NULL: no compression */
 } tmk__flush_config;
 
+/* Returns the bytes of arena the flusher's state takes (tmk__flush_config.state). */
+size_t tmk__flush_state_size(void);
 /* Starts a session: takes the buffers, copies host and program, opens the transport desc
  * names. Returns 0 or a negative TMK_E* code. */
 int tmk__flush_open(const tmk__flush_config* c);

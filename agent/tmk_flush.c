@@ -57,15 +57,21 @@ typedef struct tmk__flusher {
   uint64_t ms, ms_ticks;      /* tmk__ms: the last result and the ticks it was taken at */
   uint32_t ms_div, ms_rem;    /* ticks per ms (0: slower than 1 kHz), ticks not yet counted */
   tmk__transport tr;
+  /* scratch, here rather than on the stack (a board may have 1 KB of stack to spare) */
+  uint8_t text[TMK_PROTO_MAX_STRING + 8]; /* a marker's or message's bytes out of the ring */
+  tmk_proto_reader rd;                    /* reads what the relay sent */
 } tmk__flusher;
 
-static tmk__flusher F;
+/* Carved from the game's arena by tmk_agent_init (tmk__flush_open): nothing of it is static. */
+static tmk__flusher* F;
+
+size_t tmk__flush_state_size(void) { return sizeof(tmk__flusher); }
 uint32_t tmk__filter[8];
 
 void tmk__apply_filter(uint32_t level, uint32_t mask) {
   uint32_t s;
-  F.level = level;
-  F.mask = mask;
+  F->level = level;
+  F->mask = mask;
   for (s = 0; s < 8; s++) {
     uint32_t v = (s < TMK_SEV_COUNT && s <= level && tmk__g.running) ? mask : 0u;
     tmk_port_store32_relaxed(&tmk__filter[s], v);
@@ -101,7 +107,7 @@ static void ms_start(tmk__flusher* g) {
 }
 
 uint64_t tmk__ms(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks;
   if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
   g->ms_ticks = t;
@@ -132,7 +138,7 @@ static int is_socket(const tmk__flusher* g) {
 
 /* Finishes the current packet and sends it. Returns 1 if a DATA packet went out. */
 static int send_packet(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint32_t zones = g->pkt_zones;
   int n, rc;
   if (tmk_proto_writer_empty(&g->w)) return 0;
@@ -182,7 +188,7 @@ typedef struct rec {
 } rec;
 
 static int put_rec(const rec* r) {
-  tmk_proto_writer* w = &F.w;
+  tmk_proto_writer* w = &F->w;
   double d;
   switch (r->type) {
     case TMK_REC_SITE: return tmk_proto_put_site(w, r->desc);
@@ -213,10 +219,10 @@ static int put_rec(const rec* r) {
 /* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
 static int select_thread(uint32_t thread) {
   int rc;
-  if (thread == NO_THREAD || F.w_thread == thread) return 0;
-  rc = tmk_proto_put_thread(&F.w, thread);
+  if (thread == NO_THREAD || F->w_thread == thread) return 0;
+  rc = tmk_proto_put_thread(&F->w, thread);
   if (rc < 0) return rc;
-  F.w_thread = thread;
+  F->w_thread = thread;
   return 0;
 }
 
@@ -228,10 +234,10 @@ static void emit(const rec* r, uint32_t thread) {
     int rc = select_thread(thread);
     if (rc == 0) rc = put_rec(r);
     if (rc >= 0) return;
-    if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&F.w)) break;
+    if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&F->w)) break;
     send_packet();
   }
-  F.drops[TMK_DROP_TOO_BIG]++;
+  F->drops[TMK_DROP_TOO_BIG]++;
 }
 
 /* Writes the SITE record describing s (its id already assigned by site_id). */
@@ -265,10 +271,10 @@ static void emit_site(tmk_site* s) {
 static uint32_t site_id(tmk_site* s) {
   if (!s) return 0;
   if (s->gen == tmk__g.gen && s->id) return s->id;
-  s->id = ++F.next_site_id;
+  s->id = ++F->next_site_id;
   s->gen = tmk__g.gen;
-  s->next = F.sites;
-  F.sites = s;
+  s->next = F->sites;
+  F->sites = s;
   emit_site(s);
   return s->id;
 }
@@ -283,7 +289,7 @@ static int zone_before(const tmk_proto_zone* a, const tmk_proto_zone* b) {
 }
 
 static void flush_batch(uint32_t thread) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   tmk_proto_zone* z = g->batch;
   size_t n = g->batch_len, i, off = 0;
   /* Insertion sort: zones arrive by end time, so only parents move (past their children). */
@@ -332,10 +338,10 @@ static void ring_get_bytes(const tmk__thread* t, uint32_t at, void* out, size_t 
 }
 
 static void drain_thread(tmk__thread* t) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint32_t head = tmk_port_load32_acquire(&t->head);
   uint32_t tail = t->tail;
-  uint8_t text[TMK_PROTO_MAX_STRING + 8];
+  uint8_t* text = g->text;
   while (tail != head) {
     uint64_t h = ring_word(t, tail);
     uint32_t type = (uint32_t)(h & 0xFFu), aux = (uint32_t)((h >> 8) & 0xFFu);
@@ -415,7 +421,7 @@ static void drain_thread(tmk__thread* t) {
  * ========================================================================================== */
 
 static void account_drops(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint32_t i, cur;
   int r;
   for (i = 0; i < tmk__g.nthreads; i++) {
@@ -435,19 +441,19 @@ static void emit_drops(int all) {
   int reason;
   rec r;
   for (reason = 0; reason < TMK_DROP_REASON_COUNT; reason++) {
-    if (F.drops[reason] == F.drops_sent[reason] && !(all && F.drops[reason]))
+    if (F->drops[reason] == F->drops_sent[reason] && !(all && F->drops[reason]))
       continue;
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_DROPS;
     r.aux = (uint32_t)reason;
-    r.value = F.drops[reason];
-    F.drops_sent[reason] = F.drops[reason];
+    r.value = F->drops[reason];
+    F->drops_sent[reason] = F->drops[reason];
     emit(&r, NO_THREAD);
   }
 }
 
 static void emit_meta(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   tmk_site* s;
   uint32_t i;
   rec r;
@@ -485,7 +491,7 @@ static void emit_meta(void) {
 
 /* Keeps the 64-bit view of a wrapping override clock and publishes its top bits. */
 static void update_clock_extension(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint64_t m, raw;
   if (!tmk__g.clk_fn || !tmk__g.clk_bits) return;
   m = (1ull << tmk__g.clk_bits) - 1;
@@ -499,7 +505,7 @@ static void update_clock_extension(void) {
  * ========================================================================================== */
 
 int tmk__send_hello(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   tmk_proto_hello h;
   int n;
   memset(&h, 0, sizeof h);
@@ -527,14 +533,14 @@ int tmk__send_hello(void) {
 }
 
 static void handle_packet(const uint8_t* p, size_t len) {
-  tmk__flusher* g = &F;
-  tmk_proto_reader r;
-  if (tmk_proto_open(&r, p, len, NULL, 0) < 0) return;
-  if (r.hdr.session_id != g->session_id && r.hdr.session_id != 0) return; /* not for us */
-  switch (r.hdr.type) {
+  tmk__flusher* g = F;
+  tmk_proto_reader* r = &g->rd;
+  if (tmk_proto_open(r, p, len, NULL, 0) < 0) return;
+  if (r->hdr.session_id != g->session_id && r->hdr.session_id != 0) return; /* not for us */
+  switch (r->hdr.type) {
     case TMK_PKT_WELCOME: {
       tmk_proto_welcome w;
-      if (tmk_proto_read_welcome(&r, &w) == 0 && !g->welcomed) {
+      if (tmk_proto_read_welcome(r, &w) == 0 && !g->welcomed) {
         g->welcomed = 1;
         tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: relay %.*s welcomed session %016llx",
                  (int)w.relay_version.len, w.relay_version.ptr,
@@ -544,7 +550,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
     }
     case TMK_PKT_REJECT: {
       tmk_proto_reject rj;
-      if (tmk_proto_read_reject(&r, &rj) == 0 && !g->rejected) {
+      if (tmk_proto_read_reject(r, &rj) == 0 && !g->rejected) {
         g->rejected = 1;
         tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR,
                  "telemark: relay rejected this agent (reason %u): %.*s", (unsigned)rj.reason,
@@ -554,7 +560,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
     }
     case TMK_PKT_CONTROL: {
       tmk_proto_control c;
-      if (tmk_proto_read_control(&r, &c) != 0) break;
+      if (tmk_proto_read_control(r, &c) != 0) break;
       if (g->has_control && c.seq <= g->control_seq) break; /* stale or repeated (§6.4) */
       g->has_control = 1;
       g->control_seq = c.seq;
@@ -571,7 +577,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
 
 /* Connects the transport when due and applies what the relay sent. */
 static void talk_to_relay(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   const uint8_t* pkt = NULL;
   int i, n;
   if (tmk__transport_tick(&g->tr, tmk__ms())) { /* a new connection may be a new relay */
@@ -584,7 +590,7 @@ static void talk_to_relay(void) {
 }
 
 int tmk__flush_open(const tmk__flush_config* c) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F = (tmk__flusher*)c->state;
   const tmk_agent_desc* d = &tmk__g.desc;
   uint32_t i;
   int rc;
@@ -620,7 +626,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
 }
 
 void tmk__flush_stats(tmk_agent_stats* out) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   int i;
   account_drops();
   for (i = 0; i < TMK_DROP_REASON_COUNT; i++) out->drops[i] = g->drops[i];
@@ -641,12 +647,12 @@ void tmk__flush_stats(tmk_agent_stats* out) {
 }
 
 void tmk__flush_set_team(unsigned bit, const char* name) {
-  F.team_names[bit & 31u] = name;
-  F.force_meta = 1;
+  F->team_names[bit & 31u] = name;
+  F->force_meta = 1;
 }
 
 void tmk__flush_close(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   int n;
   if (!g->rejected) {
     n = tmk_proto_encode_bye(g->out + 3, g->out_cap - 3u, g->session_id);
@@ -660,7 +666,7 @@ void tmk__flush_close(void) {
  * ========================================================================================== */
 
 int tmk__flush_cycle(int full) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint64_t before = g->packets_sent, now;
   uint32_t i;
   g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */

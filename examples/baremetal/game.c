@@ -10,7 +10,7 @@
 #define GAME_FRAMES 20
 #endif
 
-static uint64_t arena[6144 / 8];
+static uint64_t arena[10240 / 8]; /* TMK_ARENA_MIN (7.5 KB) and a bigger ring */
 
 static int uart_write(void* user, const void* data, size_t len) {
   (void)user;

@@ -107,7 +107,7 @@ static void tiny_arena_8k(void** state) {
 
 /* TMK_ARENA_MIN is the true minimum: it works (64-byte aligned), 8 bytes less does not. */
 static void arena_min_is_the_true_minimum(void** state) {
-  static uint64_t small[4096 / 8 + 8];
+  static uint64_t small[8192 / 8 + 8];
   uint8_t* aligned = (uint8_t*)(((uintptr_t)small + 63u) & ~(uintptr_t)63u);
   receiver r;
   tmk_agent_desc d;
