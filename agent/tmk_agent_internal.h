@@ -113,31 +113,66 @@ static inline tmk__thread* tmk__slot(uint32_t i) {
 
 /* ---- Time (inline: the hot path and the flusher both read it) ----------------------------- */
 
-/* Extends a wrapping override clock with the flusher's published bits (see tmk_clock). */
+/* The hot path shifts 64-bit values only by constants: a variable 64-bit shift is a libgcc call
+ * (__lshrdi3, __ashldi3) on 32-bit targets, so those are built from 32-bit shifts there. */
+
+/* Returns v >> s for s < 32. */
+static inline uint64_t tmk__shr64(uint64_t v, uint32_t s) {
+#if UINTPTR_MAX > 0xFFFFFFFFu
+  return v >> s;
+#else
+  uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+  if (s == 0) return v;
+  return ((uint64_t)(hi >> s) << 32) | (lo >> s) | (hi << (32u - s));
+#endif
+}
+
+/* Extends a wrapping override clock (8..32 bits) with the flusher's published bits (see
+ * tmk_clock): clk_e holds bits [bits-1, bits+31) of the 64-bit time. */
 static inline uint64_t tmk__extend_clock(uint64_t raw) {
   uint32_t bits = tmk__g.clk_bits;
   uint32_t e = tmk_port_load32_relaxed(&tmk__g.clk_e);
-  uint64_t lo = raw & ((1ull << bits) - 1);
-  uint64_t v = ((uint64_t)(e >> 1) << bits) | lo;
-  if ((e & 1u) && !(lo >> (bits - 1))) v += 1ull << bits; /* wrapped since the flusher looked */
+#if UINTPTR_MAX > 0xFFFFFFFFu /* 64-bit shifts are instructions here */
+  uint64_t lo64 = raw & ((1ull << bits) - 1);
+  uint64_t v = ((uint64_t)(e >> 1) << bits) | lo64;
+  if ((e & 1u) && !(lo64 >> (bits - 1))) v += 1ull << bits; /* wrapped since the flusher looked */
   return v;
+#else
+  uint32_t hi = e >> 1, lo, v_lo, v_hi;
+  int wrapped;
+  if (bits == 32) {
+    lo = (uint32_t)raw;
+    v_lo = lo;
+    v_hi = hi;
+    wrapped = (e & 1u) && !(lo >> 31);
+  } else {
+    lo = (uint32_t)raw & ((1u << bits) - 1u);
+    v_lo = (hi << bits) | lo;
+    v_hi = hi >> (32u - bits);
+    wrapped = (e & 1u) && !(lo >> (bits - 1u));
+  }
+  if (wrapped) { /* wrapped since the flusher looked: add 2^bits */
+    if (bits == 32) {
+      v_hi++;
+    } else {
+      v_lo += 1u << bits;
+      if (v_lo < (1u << bits)) v_hi++;
+    }
+  }
+  return ((uint64_t)v_hi << 32) | v_lo;
+#endif
 }
 
 /* Returns the agent's time in ticks (what zones record). */
 static inline uint64_t tmk__now_ticks(void) {
-  if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk_port_fast_ticks() >> tmk__g.shift;
+  if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk__shr64(tmk_port_fast_ticks(), tmk__g.shift);
   if (tmk__g.clk_bits == 0) return tmk__g.clk_fn(tmk__g.clk_user);
   return tmk__extend_clock(tmk__g.clk_fn(tmk__g.clk_user));
 }
 
-/* Returns milliseconds for the flusher's timers: from desc.clock when the game gave one (the
- * port's monotonic clock is then never read), else from the port. */
-static inline uint64_t tmk__ms(void) {
-  uint64_t t;
-  if (tmk__g.clk_fn == NULL) return tmk_port_monotonic_ns() / 1000000u;
-  t = tmk__now_ticks();
-  return tmk__g.freq >= 1000u ? t / (tmk__g.freq / 1000u) : t * 1000u / tmk__g.freq;
-}
+/* Returns milliseconds for the flusher's timers, from the agent's clock (tmk_flush.c). Call with
+ * the flush lock held (or before the flusher runs): it converts incrementally. */
+uint64_t tmk__ms(void);
 
 /* ---- The flush lock (a spin lock: the flusher thread, tmk_agent_pump and API calls) ------- */
 static inline int tmk__lock(int wait) {
@@ -154,6 +189,7 @@ static inline void tmk__unlock(void) { tmk_port_store32_release(&tmk__g.flush_lo
 /* ---- tmk_flush.c (called with the lock held) ----------------------------------------------- */
 /* What tmk_agent_init hands the flusher: buffers carved from the arena and the session facts. */
 typedef struct tmk__flush_config {
+  void* state; /* tmk__flush_state_size() bytes, 64-byte aligned: the flusher's whole state */
   uint64_t session_id;
   uint32_t max_packet;
   uint8_t* body; /* max_packet - TMK_PROTO_MAX_HEADER bytes */
@@ -165,6 +201,8 @@ typedef struct tmk__flush_config {
   void* lz4_state; /* NULL: no compression */
 } tmk__flush_config;
 
+/* Returns the bytes of arena the flusher's state takes (tmk__flush_config.state). */
+size_t tmk__flush_state_size(void);
 /* Starts a session: takes the buffers, copies host and program, opens the transport desc
  * names. Returns 0 or a negative TMK_E* code. */
 int tmk__flush_open(const tmk__flush_config* c);

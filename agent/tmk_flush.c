@@ -66,11 +66,69 @@ typedef struct tmk__flusher {
   int has_control;
   uint32_t control_seq;
   uint32_t control_applied;
+  uint64_t ms, ms_ticks;      /* tmk__ms: the last result and the ticks it was taken at */
+  uint32_t ms_div, ms_rem;    /* ticks per ms (0: slower than 1 kHz), ticks not yet counted */
   tmk__transport tr;
+  /* scratch, here rather than on the stack (a board may have 1 KB of stack to spare) */
+  uint8_t text[TMK_PROTO_MAX_STRING + 8]; /* a marker's or message's bytes out of the ring */
+  tmk_proto_reader rd;                    /* reads what the relay sent */
 } tmk__flusher;
 
-static tmk__flusher F;
+/* Carved from the game's arena by tmk_agent_init (tmk__flush_open): nothing of it is static. */
+static tmk__flusher* F;
+
+size_t tmk__flush_state_size(void) { return sizeof(tmk__flusher); }
 uint32_t tmk__filter[8];
+
+/* ============================================================================================
+ * Milliseconds for the timers, with 32-bit division only (a 64-bit one is a libgcc helper of
+ * ~700 bytes on a 32-bit board)
+ * ========================================================================================== */
+
+/* n / d by shift and subtract; for the rare wide values. */
+static uint64_t udiv64(uint64_t n, uint32_t d, uint32_t* rem) {
+  uint64_t q = 0, r = 0;
+  int i;
+  for (i = 63; i >= 0; i--) {
+    r = (r << 1) | ((n >> i) & 1u);
+    if (r >= d) {
+      r -= d;
+      q |= 1ull << i;
+    }
+  }
+  if (rem) *rem = (uint32_t)r;
+  return q;
+}
+
+static void ms_start(tmk__flusher* g) {
+  uint64_t f = tmk__g.freq;
+  g->ms_div = f >> 32 ? (uint32_t)udiv64(f, 1000u, NULL) : (uint32_t)f / 1000u;
+  g->ms_ticks = tmk__now_ticks();
+  g->ms = 0;
+  g->ms_rem = 0;
+}
+
+uint64_t tmk__ms(void) {
+  tmk__flusher* g = F;
+  uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks;
+  if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
+  g->ms_ticks = t;
+  if (g->ms_div == 0) { /* a clock slower than 1 kHz: whole ticks, scaled */
+    uint32_t f = (uint32_t)tmk__g.freq ? (uint32_t)tmk__g.freq : 1u;
+    g->ms += delta * (1000u / f);
+  } else if (delta < 0x80000000u) {
+    uint32_t sum = g->ms_rem + (uint32_t)delta; /* both < 2^31 */
+    g->ms += sum / g->ms_div;
+    g->ms_rem = sum % g->ms_div;
+  } else {
+    uint32_t r;
+    g->ms += udiv64(delta, g->ms_div, &r);
+    r += g->ms_rem;
+    g->ms += r / g->ms_div;
+    g->ms_rem = r % g->ms_div;
+  }
+  return g->ms;
+}
 
 static int is_socket(const tmk__flusher* g) {
   return g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP;
@@ -83,9 +141,9 @@ static int listening(const tmk__flusher* g) {
 }
 
 void tmk__apply_filter(uint32_t level, uint32_t mask) {
-  uint32_t s, on = tmk__g.running && listening(&F);
-  F.level = level;
-  F.mask = mask;
+  uint32_t s, on = tmk__g.running && listening(F);
+  F->level = level;
+  F->mask = mask;
   for (s = 0; s < 8; s++) {
     uint32_t v = (s < TMK_SEV_COUNT && s <= level && on) ? mask : 0u;
     tmk_port_store32_relaxed(&tmk__filter[s], v);
@@ -107,12 +165,12 @@ static void set_welcomed(tmk__flusher* g, int welcomed) {
  * Packets
  * ========================================================================================== */
 
-/* Finishes the current packet and sends it. Returns 1 if a DATA packet went out. */
 /* Waits until `len` bytes may go out over UDP at desc.udp_rate. Only where waiting is allowed:
  * on the flusher thread, in tmk_agent_flush() and in shutdown, never in tmk_agent_pump(). */
 static void pace(tmk__flusher* g, size_t len) {
-  uint64_t per_ms = (uint64_t)(tmk__g.desc.udp_rate ? tmk__g.desc.udp_rate : PACE_DEFAULT_KB) *
-                    1024u / 1000u;
+  uint32_t kb = tmk__g.desc.udp_rate ? tmk__g.desc.udp_rate : PACE_DEFAULT_KB;
+  /* bytes per ms = kb * 1024 / 1000, with 32-bit divisions only (see tmk__ms) */
+  uint64_t per_ms = (uint64_t)(kb / 1000u) * 1024u + (kb % 1000u) * 1024u / 1000u;
   int waits;
   if (g->tr.kind != TMK_TRANSPORT_UDP || !g->pace_now) return;
   for (waits = 0; waits < PACE_MAX_WAITS; waits++) {
@@ -128,8 +186,9 @@ static void pace(tmk__flusher* g, size_t len) {
   g->pace_tokens = g->pace_tokens >= len ? g->pace_tokens - len : 0;
 }
 
+/* Finishes the current packet and sends it. Returns 1 if a DATA packet went out. */
 static int send_packet(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint32_t zones = g->pkt_zones;
   int n, rc;
   if (tmk_proto_writer_empty(&g->w)) return 0;
@@ -139,8 +198,10 @@ static int send_packet(void) {
   g->w_thread = 0;
   g->pkt_zones = 0;
   if (n < 0) {
-    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed: %s",
-             tmk_strerror(n));
+    /* the code, not tmk_strerror's text: its table is 1.2 KB on a board, and this cannot
+       happen with the agent's own limits */
+    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed (%d)",
+                   n);
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
     return 0;
@@ -178,7 +239,7 @@ typedef struct rec {
 } rec;
 
 static int put_rec(const rec* r) {
-  tmk_proto_writer* w = &F.w;
+  tmk_proto_writer* w = &F->w;
   double d;
   switch (r->type) {
     case TMK_REC_SITE: return tmk_proto_put_site(w, r->desc);
@@ -209,10 +270,10 @@ static int put_rec(const rec* r) {
 /* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
 static int select_thread(uint32_t thread) {
   int rc;
-  if (thread == NO_THREAD || F.w_thread == thread) return 0;
-  rc = tmk_proto_put_thread(&F.w, thread);
+  if (thread == NO_THREAD || F->w_thread == thread) return 0;
+  rc = tmk_proto_put_thread(&F->w, thread);
   if (rc < 0) return rc;
-  F.w_thread = thread;
+  F->w_thread = thread;
   return 0;
 }
 
@@ -224,10 +285,10 @@ static void emit(const rec* r, uint32_t thread) {
     int rc = select_thread(thread);
     if (rc == 0) rc = put_rec(r);
     if (rc >= 0) return;
-    if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&F.w)) break;
+    if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&F->w)) break;
     send_packet();
   }
-  F.drops[TMK_DROP_TOO_BIG]++;
+  F->drops[TMK_DROP_TOO_BIG]++;
 }
 
 /* Writes the SITE record describing s (its id already assigned by site_id). */
@@ -261,10 +322,10 @@ static void emit_site(tmk_site* s) {
 static uint32_t site_id(tmk_site* s) {
   if (!s) return 0;
   if (s->gen == tmk__g.gen && s->id) return s->id;
-  s->id = ++F.next_site_id;
+  s->id = ++F->next_site_id;
   s->gen = tmk__g.gen;
-  s->next = F.sites;
-  F.sites = s;
+  s->next = F->sites;
+  F->sites = s;
   emit_site(s);
   return s->id;
 }
@@ -279,7 +340,7 @@ static int zone_before(const tmk_proto_zone* a, const tmk_proto_zone* b) {
 }
 
 static void flush_batch(uint32_t thread) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   tmk_proto_zone* z = g->batch;
   size_t n = g->batch_len, i, off = 0;
   /* Insertion sort: zones arrive by end time, so only parents move (past their children). */
@@ -328,10 +389,10 @@ static void ring_get_bytes(const tmk__thread* t, uint32_t at, void* out, size_t 
 }
 
 static void drain_thread(tmk__thread* t) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint32_t head = tmk_port_load32_acquire(&t->head);
   uint32_t tail = t->tail;
-  uint8_t text[TMK_PROTO_MAX_STRING + 8];
+  uint8_t* text = g->text;
   while (tail != head) {
     uint64_t h = ring_word(t, tail);
     uint32_t type = (uint32_t)(h & 0xFFu), aux = (uint32_t)((h >> 8) & 0xFFu);
@@ -411,7 +472,7 @@ static void drain_thread(tmk__thread* t) {
  * ========================================================================================== */
 
 static void account_drops(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint32_t i, cur;
   int r;
   for (i = 0; i < tmk__g.nthreads; i++) {
@@ -431,19 +492,19 @@ static void emit_drops(int all) {
   int reason;
   rec r;
   for (reason = 0; reason < TMK_DROP_REASON_COUNT; reason++) {
-    if (F.drops[reason] == F.drops_sent[reason] && !(all && F.drops[reason]))
+    if (F->drops[reason] == F->drops_sent[reason] && !(all && F->drops[reason]))
       continue;
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_DROPS;
     r.aux = (uint32_t)reason;
-    r.value = F.drops[reason];
-    F.drops_sent[reason] = F.drops[reason];
+    r.value = F->drops[reason];
+    F->drops_sent[reason] = F->drops[reason];
     emit(&r, NO_THREAD);
   }
 }
 
 static void emit_meta(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   tmk_site* s;
   uint32_t i;
   rec r;
@@ -481,7 +542,7 @@ static void emit_meta(void) {
 
 /* Keeps the 64-bit view of a wrapping override clock and publishes its top bits. */
 static void update_clock_extension(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint64_t m, raw;
   if (!tmk__g.clk_fn || !tmk__g.clk_bits) return;
   m = (1ull << tmk__g.clk_bits) - 1;
@@ -495,7 +556,7 @@ static void update_clock_extension(void) {
  * ========================================================================================== */
 
 int tmk__send_hello(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   tmk_proto_hello h;
   int n;
   memset(&h, 0, sizeof h);
@@ -523,14 +584,14 @@ int tmk__send_hello(void) {
 }
 
 static void handle_packet(const uint8_t* p, size_t len) {
-  tmk__flusher* g = &F;
-  tmk_proto_reader r;
-  if (tmk_proto_open(&r, p, len, NULL, 0) < 0) return;
-  if (r.hdr.session_id != g->session_id && r.hdr.session_id != 0) return; /* not for us */
-  switch (r.hdr.type) {
+  tmk__flusher* g = F;
+  tmk_proto_reader* r = &g->rd;
+  if (tmk_proto_open(r, p, len, NULL, 0) < 0) return;
+  if (r->hdr.session_id != g->session_id && r->hdr.session_id != 0) return; /* not for us */
+  switch (r->hdr.type) {
     case TMK_PKT_WELCOME: {
       tmk_proto_welcome w;
-      if (tmk_proto_read_welcome(&r, &w) != 0) break;
+      if (tmk_proto_read_welcome(r, &w) != 0) break;
       g->last_welcome_ms = tmk__ms();
       if (!g->welcomed) {
         set_welcomed(g, 1);
@@ -542,7 +603,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
     }
     case TMK_PKT_REJECT: {
       tmk_proto_reject rj;
-      if (tmk_proto_read_reject(&r, &rj) == 0 && !g->rejected) {
+      if (tmk_proto_read_reject(r, &rj) == 0 && !g->rejected) {
         g->rejected = 1;
         tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR,
                  "telemark: relay rejected this agent (reason %u): %.*s", (unsigned)rj.reason,
@@ -552,7 +613,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
     }
     case TMK_PKT_CONTROL: {
       tmk_proto_control c;
-      if (tmk_proto_read_control(&r, &c) != 0) break;
+      if (tmk_proto_read_control(r, &c) != 0) break;
       if (g->has_control && c.seq <= g->control_seq) break; /* stale or repeated (§6.4) */
       g->has_control = 1;
       g->control_seq = c.seq;
@@ -569,7 +630,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
 
 /* Connects the transport when due and applies what the relay sent. */
 static void talk_to_relay(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   const uint8_t* pkt = NULL;
   int i, n;
   if (tmk__transport_tick(&g->tr, tmk__ms())) { /* a new connection may be a new relay */
@@ -582,7 +643,7 @@ static void talk_to_relay(void) {
 }
 
 int tmk__flush_open(const tmk__flush_config* c) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F = (tmk__flusher*)c->state;
   const tmk_agent_desc* d = &tmk__g.desc;
   uint32_t i;
   int rc;
@@ -607,6 +668,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
     g->clk_ext = tmk__g.clk_fn(tmk__g.clk_user) & ((1ull << tmk__g.clk_bits) - 1);
     tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)(g->clk_ext >> (tmk__g.clk_bits - 1)));
   }
+  ms_start(g);
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
   if (rc == 0)
@@ -617,7 +679,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
 }
 
 void tmk__flush_stats(tmk_agent_stats* out) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   int i;
   account_drops();
   for (i = 0; i < TMK_DROP_REASON_COUNT; i++) out->drops[i] = g->drops[i];
@@ -638,12 +700,12 @@ void tmk__flush_stats(tmk_agent_stats* out) {
 }
 
 void tmk__flush_set_team(unsigned bit, const char* name) {
-  F.team_names[bit & 31u] = name;
-  F.force_meta = 1;
+  F->team_names[bit & 31u] = name;
+  F->force_meta = 1;
 }
 
 void tmk__flush_close(void) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   int n;
   if (!g->rejected) {
     n = tmk_proto_encode_bye(g->out + 3, g->out_cap - 3u, g->session_id);
@@ -657,7 +719,7 @@ void tmk__flush_close(void) {
  * ========================================================================================== */
 
 int tmk__flush_cycle(int full) {
-  tmk__flusher* g = &F;
+  tmk__flusher* g = F;
   uint64_t before = g->packets_sent, now;
   uint32_t i;
   g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */

@@ -1,16 +1,87 @@
 /* tmk_log.c — the agent's one logging function: formats a line and hands it to the game's
- * tmk_logger. Used by every agent file; calls nothing of theirs. */
+ * tmk_logger. Used by every agent file; calls nothing of theirs. Formats by itself, not with
+ * vsnprintf: a libc printf costs kilobytes on a board and drags malloc in (newlib's). */
 #include <stdarg.h>
-#include <stdio.h>
 
 #include "tmk_transport.h"
 
+typedef struct line {
+  char buf[160];
+  unsigned len;
+} line;
+
+static void put(line* l, char c) {
+  if (l->len + 1u < sizeof l->buf) l->buf[l->len++] = c;
+}
+
+/* Writes v in base 10 or 16, at least `width` digits wide, padded with `pad`. 32-bit words only
+ * (no 64-bit division on 32-bit targets); a 64-bit hex value is written as two words. */
+static void put_num(line* l, uint32_t v, unsigned base, unsigned width, char pad) {
+  char digits[10];
+  unsigned n = 0;
+  do {
+    digits[n++] = "0123456789abcdef"[v % base];
+    v /= base;
+  } while (v);
+  while (width > n) {
+    put(l, pad);
+    width--;
+  }
+  while (n) put(l, digits[--n]);
+}
+
+/* Supports %s, %.*s, %c, %d, %u, %x with a width and '0', and %llx (the only 64-bit form). */
 void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
-  char line[256];
+  line l;
   va_list ap;
   if (!logger || !logger->fn) return;
+  l.len = 0;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  for (; *fmt; fmt++) {
+    char pad = ' ';
+    unsigned width = 0, longs = 0;
+    int prec = -1;
+    if (*fmt != '%') {
+      put(&l, *fmt);
+      continue;
+    }
+    if (*++fmt == '0') pad = '0';
+    while (*fmt >= '0' && *fmt <= '9') width = width * 10u + (unsigned)(*fmt++ - '0');
+    if (fmt[0] == '.' && fmt[1] == '*') {
+      prec = va_arg(ap, int);
+      fmt += 2;
+    }
+    while (*fmt == 'l') longs++, fmt++;
+    switch (*fmt) {
+      case 's': {
+        const char* s = va_arg(ap, const char*);
+        if (!s) s = "(null)";
+        for (; *s && prec != 0; s++, prec--) put(&l, *s);
+        break;
+      }
+      case 'c': put(&l, (char)va_arg(ap, int)); break;
+      case 'd': {
+        int v = va_arg(ap, int);
+        if (v < 0) put(&l, '-');
+        put_num(&l, v < 0 ? 0u - (uint32_t)v : (uint32_t)v, 10u, width, pad);
+        break;
+      }
+      case 'u': put_num(&l, va_arg(ap, unsigned), 10u, width, pad); break;
+      case 'x':
+        if (longs >= 2) {
+          unsigned long long v = va_arg(ap, unsigned long long);
+          uint32_t hi = (uint32_t)(v >> 32);
+          if (hi) put_num(&l, hi, 16u, width > 8u ? width - 8u : 0u, pad);
+          put_num(&l, (uint32_t)v, 16u, hi ? 8u : width, hi ? '0' : pad);
+        } else {
+          put_num(&l, va_arg(ap, unsigned), 16u, width, pad);
+        }
+        break;
+      case '%': put(&l, '%'); break;
+      default: put(&l, '?'); if (!*fmt) fmt--; break;
+    }
+  }
   va_end(ap);
-  logger->fn(logger->user_data, level, line);
+  l.buf[l.len] = 0;
+  logger->fn(logger->user_data, level, l.buf);
 }

@@ -311,6 +311,10 @@ typedef struct tmk_proto_writer {
   uint64_t zone_cursor;
   uint64_t event_cursor;
   tmk_proto_slot predict[2][TMK_PROTO_PREDICT_SLOTS]; /* [0] leaf durations, [1] parent tails */
+  /* tmk_proto_put_zones' open-zone stack during one call (not state): here rather than on the
+   * stack, which a small board has little of */
+  uint64_t open_end[TMK_PROTO_MAX_OPEN];
+  uint32_t open_site[TMK_PROTO_MAX_OPEN];
 } tmk_proto_writer;
 
 /* Prepares a writer over `body` (cap bytes, 64 .. TMK_PROTO_MAX_PACKET - TMK_PROTO_MAX_HEADER;

@@ -1,6 +1,7 @@
 /* tmk_proto_format.c — text forms of decoded records and names of protocol enums, for golden
  * vectors, dump tools and logs. Kept apart from the reader and writer so that agents that never
  * print do not link stdio. */
+/* 64-bit values print as %llu/%lld with casts: newlib-nano has no PRIu64. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -94,35 +95,35 @@ int tmk_proto_format_record(const tmk_proto_record* r, char* out, size_t cap) {
       tmk__fmt_str(&f, "file", r->u.site.file);
       break;
     case TMK_REC_ZONE:
-      tmk__fmt_printf(&f, "zone thread=%" PRIu32 " site=%" PRIu32 " start=%" PRIu64
-                          " duration=%" PRIu64 " depth=%" PRIu32,
-                      r->thread, r->u.zone.site, r->u.zone.start, r->u.zone.duration,
+      tmk__fmt_printf(&f, "zone thread=%" PRIu32 " site=%" PRIu32 " start=%llu"
+                          " duration=%llu depth=%" PRIu32,
+                      r->thread, r->u.zone.site, (unsigned long long)r->u.zone.start, (unsigned long long)r->u.zone.duration,
                       r->u.zone.depth);
       break;
     case TMK_REC_MARKER_BEGIN:
     case TMK_REC_MARKER_END:
-      tmk__fmt_printf(&f, "%s thread=%" PRIu32 " site=%" PRIu32 " time=%" PRIu64,
+      tmk__fmt_printf(&f, "%s thread=%" PRIu32 " site=%" PRIu32 " time=%llu",
                       r->type == TMK_REC_MARKER_BEGIN ? "marker_begin" : "marker_end", r->thread,
-                      r->u.marker.site, r->u.marker.time);
+                      r->u.marker.site, (unsigned long long)r->u.marker.time);
       tmk__fmt_str(&f, "payload", r->u.marker.payload);
       break;
     case TMK_REC_FRAME:
-      tmk__fmt_printf(&f, "frame thread=%" PRIu32 " site=%" PRIu32 " time=%" PRIu64, r->thread,
-                      r->u.frame.site, r->u.frame.time);
+      tmk__fmt_printf(&f, "frame thread=%" PRIu32 " site=%" PRIu32 " time=%llu", r->thread,
+                      r->u.frame.site, (unsigned long long)r->u.frame.time);
       break;
     case TMK_REC_PLOT:
       if (r->u.plot.is_double)
-        tmk__fmt_printf(&f, "plot thread=%" PRIu32 " site=%" PRIu32 " time=%" PRIu64 " double=%.17g",
-                        r->thread, r->u.plot.site, r->u.plot.time, r->u.plot.d);
+        tmk__fmt_printf(&f, "plot thread=%" PRIu32 " site=%" PRIu32 " time=%llu double=%.17g",
+                        r->thread, r->u.plot.site, (unsigned long long)r->u.plot.time, r->u.plot.d);
       else
-        tmk__fmt_printf(&f, "plot thread=%" PRIu32 " site=%" PRIu32 " time=%" PRIu64 " int=%" PRId64,
-                        r->thread, r->u.plot.site, r->u.plot.time, r->u.plot.i);
+        tmk__fmt_printf(&f, "plot thread=%" PRIu32 " site=%" PRIu32 " time=%llu int=%lld",
+                        r->thread, r->u.plot.site, (unsigned long long)r->u.plot.time, (long long)r->u.plot.i);
       break;
     case TMK_REC_MESSAGE:
       tmk__fmt_printf(&f, "message thread=%" PRIu32 " site=%" PRIu32 " severity=%s verbosity=0x%" PRIx32
-                          " time=%" PRIu64,
+                          " time=%llu",
                       r->thread, r->u.message.site, tmk_proto_severity_name(r->u.message.severity),
-                      r->u.message.verbosity, r->u.message.time);
+                      r->u.message.verbosity, (unsigned long long)r->u.message.time);
       tmk__fmt_str(&f, "text", r->u.message.text);
       break;
     case TMK_REC_THREAD_NAME:
@@ -131,15 +132,15 @@ int tmk_proto_format_record(const tmk_proto_record* r, char* out, size_t cap) {
       break;
     case TMK_REC_DROPS: /* a reason this build has no name for is printed as its number */
       if (r->u.drops.reason < TMK_DROP_REASON_COUNT)
-        tmk__fmt_printf(&f, "drops reason=%s count=%" PRIu64,
-                        tmk_proto_drop_reason_name(r->u.drops.reason), r->u.drops.count);
+        tmk__fmt_printf(&f, "drops reason=%s count=%llu",
+                        tmk_proto_drop_reason_name(r->u.drops.reason), (unsigned long long)r->u.drops.count);
       else
-        tmk__fmt_printf(&f, "drops reason=%" PRIu32 " count=%" PRIu64, r->u.drops.reason,
-                        r->u.drops.count);
+        tmk__fmt_printf(&f, "drops reason=%" PRIu32 " count=%llu", r->u.drops.reason,
+                        (unsigned long long)r->u.drops.count);
       break;
     case TMK_REC_CLOCK_SYNC:
-      tmk__fmt_printf(&f, "clock_sync ticks=%" PRIu64 " unix_ns=%" PRIu64, r->u.clock.ticks,
-                      r->u.clock.unix_ns);
+      tmk__fmt_printf(&f, "clock_sync ticks=%llu unix_ns=%llu", (unsigned long long)r->u.clock.ticks,
+                      (unsigned long long)r->u.clock.unix_ns);
       break;
     case TMK_REC_TEAM_NAME:
       tmk__fmt_printf(&f, "team_name bit=%" PRIu32, r->u.team.bit);

@@ -19,7 +19,11 @@
  * headers are plain static inline. TMK__RARE marks a helper off the common path whose inlining
  * is left to the compiler (an inline hint there makes the decoder's hot loop slower); `unused`
  * because a header function need not be used by every file that includes it. */
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE_SIZE__)
+/* -Os (a small board): one copy of each, called. */
+#define TMK__HOT static __attribute__((noinline, unused))
+#define TMK__RARE static __attribute__((unused))
+#elif defined(__GNUC__) || defined(__clang__)
 #define TMK__HOT static inline __attribute__((always_inline))
 #define TMK__RARE static __attribute__((unused))
 #else

@@ -293,9 +293,9 @@ static void tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, ui
 }
 
 int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t n) {
-  uint64_t open_end[TMK_PROTO_MAX_OPEN];
-  uint32_t open_depth[TMK_PROTO_MAX_OPEN];
-  uint32_t open_site[TMK_PROTO_MAX_OPEN];
+  uint64_t* open_end;
+  uint32_t* open_site;
+  uint32_t open_depth0 = 0; /* open zone k has depth open_depth0 + k: each is a direct child */
   unsigned nopen = 0;
   uint64_t cursor;
   uint32_t root_depth;
@@ -306,6 +306,8 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
 
   if (!w || (!zones && n)) return TMK_EINVAL;
   if (w->sealed) return TMK_ESTATE;
+  open_end = w->open_end;
+  open_site = w->open_site;
   p = w->buf + w->a_end;
   num.front = w->buf + w->b_start; /* free space is [p, num.front) */
   num.acc = w->nacc;
@@ -331,7 +333,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
 
     /* Close the open zones that cannot hold z as a direct child. */
     while (nopen) {
-      if (z->depth == open_depth[nopen - 1] + 1 && tmk__inside(cursor, open_end[nopen - 1], z))
+      if (z->depth == open_depth0 + nopen && tmk__inside(cursor, open_end[nopen - 1], z))
         break;
       nopen--;
       *p++ = TMK__TAG_CLOSE;
@@ -383,7 +385,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       tmk__nout_num(&num, TMK__NUM_GAP, gap);
       open_end[nopen] = zend;
       open_site[nopen] = z->site;
-      open_depth[nopen] = z->depth;
+      if (nopen == 0) open_depth0 = z->depth;
       nopen++;
       cursor = z->start;
     } else {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "relay_internal.h"
 
@@ -29,6 +30,8 @@ static void addr_str(const struct sockaddr* sa, char* out, size_t cap) {
     uv_ip6_name(a, ip, sizeof ip);
     port = ntohs(a->sin6_port);
     snprintf(out, cap, "[%s]:%d", ip, port);
+  } else if (sa->sa_family == AF_UNIX) { /* a serial line (relay_serial.c): its device */
+    snprintf(out, cap, "serial:%.56s", ((const struct sockaddr_un*)(const void*)sa)->sun_path);
   } else {
     snprintf(out, cap, "?");
   }
@@ -38,7 +41,7 @@ static void ip_str(const struct sockaddr* sa, char* out, size_t cap) {
   if (sa->sa_family == AF_INET) uv_ip4_name((const struct sockaddr_in*)(const void*)sa, out, cap);
   else if (sa->sa_family == AF_INET6)
     uv_ip6_name((const struct sockaddr_in6*)(const void*)sa, out, cap);
-  else snprintf(out, cap, "?");
+  else addr_str(sa, out, cap);
 }
 
 /* 1 if both addresses have the same IP (ports ignored). */
@@ -50,10 +53,14 @@ int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b) {
   if (a->sa_family == AF_INET6)
     return memcmp(&((const struct sockaddr_in6*)(const void*)a)->sin6_addr,
                   &((const struct sockaddr_in6*)(const void*)b)->sin6_addr, 16) == 0;
+  if (a->sa_family == AF_UNIX)
+    return strcmp(((const struct sockaddr_un*)(const void*)a)->sun_path,
+                  ((const struct sockaddr_un*)(const void*)b)->sun_path) == 0;
   return 0;
 }
 
 static size_t addr_len(const struct sockaddr* sa) {
+  if (sa->sa_family == AF_UNIX) return sizeof(struct sockaddr_un);
   return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
@@ -108,6 +115,7 @@ static int send_tcp(tmk__conn* c, const uint8_t* packet, size_t len) {
 }
 
 static int send_udp(tmk_relay* r, const struct sockaddr* to, const uint8_t* packet, size_t len) {
+  if (to->sa_family == AF_UNIX) return TMK_ESTATE; /* a serial line: nothing goes back */
   uv_buf_t b = uv_buf_init((char*)(uintptr_t)packet, (unsigned)len);
   int rc = uv_udp_try_send(&r->udp, &b, 1, to);
   return rc < 0 ? TMK_ESOCKET : 0;
@@ -242,7 +250,8 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
   memcpy(&s->addr, src, addr_len(src));
   s->has_addr = 1;
   pthread_mutex_lock(&s->mu);
-  snprintf(s->info.transport, sizeof s->info.transport, "%s", c ? "tcp" : "udp");
+  snprintf(s->info.transport, sizeof s->info.transport, "%s",
+           c ? "tcp" : src->sa_family == AF_UNIX ? "serial" : "udp");
   snprintf(s->info.source, sizeof s->info.source, "%s", src_name(sc));
   pthread_mutex_unlock(&s->mu);
   if (r->cfg.record_all) {
@@ -425,7 +434,7 @@ static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_pr
   /* counters reach the API on the next tick (tmk__ingest_tick) */
 }
 
-/* One packet from a UDP datagram or a TCP frame. */
+/* One packet from a UDP datagram, a TCP frame or a serial line (tmk__ingest_packet). */
 static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const struct sockaddr* src,
                           tmk__conn* c) {
   uint64_t now = uv_now(r->loop);
@@ -491,6 +500,10 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
                        src_name(sc), tmk_proto_packet_type_name(h.type));
       break;
   }
+}
+
+void tmk__ingest_packet(tmk_relay* r, const uint8_t* p, size_t len, const struct sockaddr* src) {
+  handle_packet(r, p, len, src, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -143,6 +143,7 @@ struct tmk_relay {
   _Atomic uint64_t garbage;           /* datagrams/frames that were not telemark packets */
   _Atomic uint64_t rejected_sessions; /* new sessions refused (max sessions / per source) */
   atomic_int lod_running;             /* relay_lod.c: level-of-detail requests computing now */
+  struct tmk__serial* serial;   /* [loop] relay_serial.c's ports, NULL without --serial */
   uint64_t records_at_last_stats;
   uint64_t lost_at_last_stats, packets_at_last_stats, garbage_at_last_stats;
   uint64_t last_stats_ms;
@@ -199,6 +200,16 @@ int tmk__ingest_send(tmk_relay* r, tmk__session* s, const uint8_t* packet, size_
 /* [loop] every tick: ages reorder windows, applies queued packets, syncs counters, wakes the
  * data listener when packets were decoded since the last tick. */
 void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms);
+/* [loop] one whole packet that did not come over UDP or TCP (a serial line): src is an AF_UNIX
+ * address naming its device, so its sessions are bound to that device and answer nothing. */
+void tmk__ingest_packet(tmk_relay* r, const uint8_t* p, size_t len, const struct sockaddr* src);
+
+/* ---- relay_serial.c ----------------------------------------------------------------------- */
+/* Opens desc.serial's devices and starts reading them. Returns 0 or TMK_EINVAL / TMK_EIO (logged). */
+int tmk__serial_start(tmk_relay* r, const char* const* specs, int n);
+/* Closes them (idempotent); tmk__serial_free frees them once the loop has run the closes. */
+void tmk__serial_stop(tmk_relay* r);
+void tmk__serial_free(tmk_relay* r);
 
 /* ---- relay_control.c ---------------------------------------------------------------------- */
 int tmk__control_init(tmk_relay* r);

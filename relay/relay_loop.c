@@ -135,6 +135,7 @@ static void on_stop(uv_async_t* h) {
   if (r->stopping) return;
   tmk_relay__log(&r->log, TMK_LOG_INFO, "stopping (flushing recordings)");
   tmk__ingest_stop(r);
+  tmk__serial_stop(r);
   tmk__control_drain(r);
   tmk__sessions_shutdown(r);
   tmk__http_stop(r);
@@ -157,6 +158,7 @@ static void relay_free(tmk_relay* r) {
   uv_walk(r->loop, close_any, NULL);
   uv_run(r->loop, UV_RUN_DEFAULT);
   uv_loop_close(r->loop);
+  tmk__serial_free(r);
   for (uint32_t i = 0; i < r->nsessions; i++) tmk__session_unref(r->sessions[i]);
   free(r->sessions);
   free(r->scratch);
@@ -198,6 +200,13 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
     tmk__ingest_stop(r);
     relay_free(r);
     return TMK_ESOCKET;
+  }
+  int src = tmk__serial_start(r, d->serial, TMK_RELAY_MAX_SERIAL);
+  if (src != 0) {
+    tmk__ingest_stop(r);
+    tmk__serial_stop(r);
+    relay_free(r);
+    return src;
   }
   tmk__control_init(r);
   uv_timer_init(r->loop, &r->tick);

@@ -31,6 +31,8 @@ typedef struct cli_opts {
   int log_level;
   char token[80];
   char team_names[32][64];
+  const char* serial[TMK_RELAY_MAX_SERIAL]; /* --serial, as given (argv outlives the relay) */
+  int nserial;
 } cli_opts;
 
 static void cli_defaults(cli_opts* c) {
@@ -70,6 +72,9 @@ static void usage(FILE* out) {
           "  --reorder-window SPEC    how long a gap waits for a late packet before it is\n"
           "                           declared lost: MSms and/or PACKETSp, e.g. 100ms,256p\n"
           "                           (default 100ms,256p; a bare number is milliseconds)\n"
+          "  --serial DEVICE[:BAUD]   also read agents from a serial line, e.g. a USB-UART\n"
+          "                           adapter on a board: /dev/ttyUSB0:115200 (repeatable,\n"
+          "                           up to 8; without BAUD the line keeps its settings)\n"
           "  --log-level LEVEL        error, warn, info or debug (default info)\n"
           "  --token TOKEN            access token for /api and the dashboard's stream\n"
           "                           (required when --http is not loopback: generated and\n"
@@ -185,7 +190,7 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
                                              "--data-dir",       "--max-sessions",
                                              "--session-memory", "--reorder-window",
                                              "--log-level",      "--token",
-                                             "--team"};
+                                             "--team",           "--serial"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       if (strcmp(a, with_value[k]) == 0) known = 1;
@@ -208,6 +213,12 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
       if (errno || end == v || *end != '=' || bit < 0 || bit > 31 || !end[1] || strlen(end + 1) >= sizeof cfg->team_names[0])
         return bad_flag("--team '%s': expected BIT=NAME with BIT 0..31 and a name of 1..63 bytes%s", v, "");
       snprintf(cfg->team_names[bit], sizeof cfg->team_names[bit], "%s", end + 1);
+      continue;
+    }
+    if (strcmp(a, "--serial") == 0) {
+      if (cfg->nserial >= TMK_RELAY_MAX_SERIAL || !*v)
+        return bad_flag("--serial '%s': give a device (at most 8 --serial)%s", v, "");
+      cfg->serial[cfg->nserial++] = v;
       continue;
     }
     if (strcmp(a, "--listen") == 0) {
@@ -314,6 +325,7 @@ int main(int argc, char** argv) {
   desc.session_memory = cfg.session_memory;
   desc.reorder_packets = cfg.reorder_packets;
   desc.reorder_ms = cfg.reorder_ms;
+  for (int i = 0; i < cfg.nserial; i++) desc.serial[i] = cfg.serial[i];
   desc.log.fn = tmk_relay_log_to_file;
   desc.log.ud = stderr;
   desc.log.level = cfg.log_level;

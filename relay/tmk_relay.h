@@ -244,6 +244,8 @@ void tmk_relay_log_to_file(void* file, int level, const char* line);
 
 /* Zero-initialise and set what differs from the default; 0 / NULL always means the default.
  * telemark-relay (relay_main.c) fills it from its flags, with the CLI's own defaults. */
+#define TMK_RELAY_MAX_SERIAL 8
+
 typedef struct tmk_relay_desc {
   const char* listen_host;   /* where agents send, UDP and TCP; NULL = "127.0.0.1" */
   int listen_port;           /* 0 = any free port (tmk_relay_listen_port tells which) */
@@ -257,6 +259,8 @@ typedef struct tmk_relay_desc {
   uint32_t reorder_ms;       /* reorder window in ms; 0 = 100 (1..60000) */
   uint32_t stats_interval_ms;/* period of the "stats:" log line; 0 = 10000 */
   uint32_t session_idle_ms;  /* a UDP session silent this long is no longer live; 0 = 10000 */
+  const char* serial[TMK_RELAY_MAX_SERIAL]; /* "DEVICE[:BAUD]" serial lines (UARTs) to read the
+                             TCP framing from (docs/PROTOCOL.md §1); NULL = unused slot */
   struct {
     tmk_relay_log_fn fn;     /* NULL = silent */
     void* ud;

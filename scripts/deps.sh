@@ -26,6 +26,9 @@ test_pkgs=(
   gcc-mipsel-linux-gnu libc6-dev-mipsel-cross        # 32-bit MIPS tests under qemu-user
   qemu-user
   gcc-mingw-w64-x86-64 wine wine64                   # the Windows port, run end to end under wine
+  gcc-arm-none-eabi libnewlib-arm-none-eabi         # bare-metal Cortex-M4 image (newlib-nano)
+  gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf # bare-metal RV32 image
+  qemu-system-arm qemu-system-misc                   # run both images end to end
   chromium                                           # dashboard browser tests (playwright-core)
   python3                                            # relay integration test driver
 )

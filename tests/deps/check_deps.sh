@@ -40,6 +40,12 @@ needs=(
   "MinGW-w64 compiler|test|echo /usr/bin/x86_64-w64-mingw32-gcc"
   "MinGW-w64 C library|test|x86_64-w64-mingw32-gcc -print-file-name=libws2_32.a"
   "wine64|test|echo /usr/lib/wine/wine64"
+  "arm-none-eabi compiler|test|echo /usr/bin/arm-none-eabi-gcc"
+  "newlib-nano for Cortex-M4|test|arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb --specs=nano.specs -print-file-name=libc_nano.a"
+  "riscv64-unknown-elf compiler|test|echo /usr/bin/riscv64-unknown-elf-gcc"
+  "picolibc for rv32imac|test|echo /usr/lib/picolibc/riscv64-unknown-elf/lib/rv32imac/ilp32/libc.a"
+  "qemu-system-arm|test|echo /usr/bin/qemu-system-arm"
+  "qemu-system-riscv32|test|echo /usr/bin/qemu-system-riscv32"
   "chromium|test|echo /usr/bin/chromium"
   "python3|test|echo /usr/bin/python3"
 )
