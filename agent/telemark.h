@@ -95,6 +95,10 @@ typedef struct tmk_agent_desc {
   int manual_pump;            /* 1: no background thread, call tmk_agent_pump() (always so in
                                  TMK_NO_THREADS builds) */
   int no_compression;         /* 1: never LZ4, even when built with it */
+  const char* build;          /* 0: none. Build id sent in HELLO, e.g. "4121" (copied, at most
+                                 64 bytes); the relay's history groups by it */
+  const char* label;          /* 0: none. Free label sent in HELLO, e.g. "nightly" (copied,
+                                 at most 64 bytes) */
 } tmk_agent_desc;
 
 typedef struct tmk_agent_stats {

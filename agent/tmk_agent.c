@@ -411,6 +411,11 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   strncpy(tmk__g.program_buf, d.program ? d.program : "telemark-app",
           sizeof tmk__g.program_buf - 1);
   tmk__g.program = tmk__g.program_buf;
+  if ((d.build && strlen(d.build) >= sizeof tmk__g.build_buf) ||
+      (d.label && strlen(d.label) >= sizeof tmk__g.label_buf))
+    return TMK_EINVAL;
+  strcpy(tmk__g.build_buf, d.build ? d.build : "");
+  strcpy(tmk__g.label_buf, d.label ? d.label : "");
   if (!d.file_path) tmk__g.desc.file_path = "telemark.tmk";
   tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
   tmk__g.overflow = (uint32_t)d.overflow;

@@ -81,6 +81,8 @@ typedef struct tmk__agent {
   const char* program; /* -> program_buf */
   char host_buf[256];
   char program_buf[128];
+  char build_buf[65]; /* desc.build / desc.label, copied (HELLO §6.1 trailing fields) */
+  char label_buf[65];
   const char* team_names[32];
   uint64_t freq;
   uint64_t session_id;

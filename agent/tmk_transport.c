@@ -179,6 +179,10 @@ int tmk__send_hello(void) {
                 : 0u) |
            (g->transport == TMK_TRANSPORT_TCP ? TMK_CAP_TCP : 0u);
   h.max_packet = g->max_packet;
+  h.build.ptr = g->build_buf;
+  h.build.len = (uint32_t)strlen(g->build_buf);
+  h.label.ptr = g->label_buf;
+  h.label.len = (uint32_t)strlen(g->label_buf);
   g->last_hello_ms = tmk__ms();
   if (g->rejected) return 0;
   if (g->transport == TMK_TRANSPORT_TCP && g->tcp_state != 2) return 0;

@@ -746,6 +746,17 @@ int tmk_proto_read_hello(tmk_proto_reader* r, tmk_proto_hello* h) {
   h->caps = tmk__in_u32(&in);
   h->max_packet = tmk__in_max(&in, TMK_PROTO_MAX_PACKET);
   if (!in.err && h->timer_freq == 0) in.err = TMK_ERANGE;
+  if (!in.err && in.p < in.end) {
+    /* §6.1 optional trailing fields build, label. A tail that does not decode as them is
+     * ignored like any unknown tail (both stay empty): it never fails the HELLO. */
+    tmk__in t = in;
+    tmk_proto_str b = tmk__in_str(&t, TMK_PROTO_MAX_LABEL), l = {"", 0};
+    if (!t.err && t.p < t.end) l = tmk__in_str(&t, TMK_PROTO_MAX_LABEL);
+    if (!t.err) {
+      h->build = b;
+      h->label = l;
+    }
+  }
   return in.err;
 }
 
@@ -1274,6 +1285,12 @@ int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk
   tmk__ob_var(&o, h->timer_freq);
   tmk__ob_var(&o, h->caps);
   tmk__ob_var(&o, h->max_packet);
+  if (h->build.len || h->label.len) { /* §6.1 optional trailing fields */
+    if (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL)
+      return TMK_ETOOBIG;
+    tmk__ob_pstr(&o, h->build);
+    tmk__ob_pstr(&o, h->label);
+  }
   return tmk__ctl_close(&o, out);
 }
 

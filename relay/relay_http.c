@@ -240,6 +240,10 @@ static void put_session(tmk__json* j, const tmk_relay_session_info* in) {
   tmk__json_cstr(j, in->arch);
   tmk__json_key(j, "agent_version");
   tmk__json_cstr(j, in->agent_version);
+  tmk__json_key(j, "build");
+  tmk__json_cstr(j, in->build);
+  tmk__json_key(j, "label");
+  tmk__json_cstr(j, in->label);
   tmk__json_key(j, "byte_order");
   tmk__json_cstr(j, in->has_hello ? (in->big_endian ? "big" : "little") : "");
   tmk__json_key(j, "pointer_size");

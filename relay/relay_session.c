@@ -193,6 +193,8 @@ static void apply_locked(tmk__session* s, const uint8_t* packet, size_t len, voi
     copy_str(in->platform, sizeof in->platform, &h.platform);
     copy_str(in->arch, sizeof in->arch, &h.arch);
     copy_str(in->agent_version, sizeof in->agent_version, &h.agent_version);
+    copy_str(in->build, sizeof in->build, &h.build);
+    copy_str(in->label, sizeof in->label, &h.label);
     in->big_endian = h.big_endian;
     in->pointer_size = h.pointer_size;
     in->timer_freq = h.timer_freq;

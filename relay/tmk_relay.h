@@ -74,6 +74,8 @@ typedef struct tmk_relay_session_info {
   char platform[32];
   char arch[32];
   char agent_version[32];
+  char build[65]; /* HELLO build id (§6.1), "" when the agent sent none */
+  char label[65];  /* HELLO free label, "" when none */
   char recording_path[512];
   int big_endian;
   int pointer_size;

@@ -177,7 +177,7 @@ function refreshInfo() {
   const s = app.sessions.find((x) => x.id === app.current);
   app.info = s || null;
   if (!s) { $('facts').textContent = ''; $('counters').innerHTML = ''; return; }
-  $('facts').textContent = [s.program, s.platform, s.arch, s.big_endian ? 'big-endian' : 'little-endian',
+  $('facts').textContent = [s.program, s.build ? 'build ' + s.build : '', s.label, s.platform, s.arch, s.big_endian ? 'big-endian' : 'little-endian',
     s.pointer_size ? s.pointer_size * 8 + '-bit' : '', s.transport, s.source].filter(Boolean).join(' · ');
   const st = s.stats || {};
   const rows = [['records', st.records], ['zones', st.zones], ['packets', st.packets], ['lost', st.lost, 1],
