@@ -656,6 +656,9 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   tmk__json_u64(&j, atomic_load(&r->garbage));
   tmk__json_key(&j, "rejected_sessions");
   tmk__json_u64(&j, atomic_load(&r->rejected_sessions));
+  tmk__json_key(&j, "clickhouse"); /* the history sink's counters, null when off */
+  if (r->ch) tmk__ch_json_stats(r->ch, &j);
+  else tmk__json_null(&j);
   tmk__json_end_obj(&j);
   int rc = send_json(conn, 200, &j);
   tmk__json_free(&j);

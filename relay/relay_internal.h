@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <uv.h>
 
+#include "relay_clickhouse.h"
 #include "relay_core.h"
 
 #define TMK_RELAY_VERSION "0.1.0"
@@ -32,6 +33,9 @@ typedef struct tmk_relay_config {
   uint32_t reorder_ms;
   int log_level;
   uint32_t stats_interval_ms;
+  char clickhouse_url[512];      /* --clickhouse: history sink, "" = off (docs/CLICKHOUSE.md) */
+  char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
+  uint64_t clickhouse_spill_max;  /* bytes; 0 = 1 GiB */
 } tmk_relay_config;
 
 /* Fills the defaults documented in --help. */
@@ -87,6 +91,7 @@ struct tmk__session {
   struct tmk__pending* pending_tail;
   size_t pending_bytes;
   tmk__session* hnext;          /* loop-side hash chain by sid */
+  tmk__ch_sess* ch;             /* history sink state (relay_clickhouse.c), NULL without */
 };
 
 typedef struct tmk__cmd tmk__cmd;
@@ -127,6 +132,7 @@ struct tmk_relay {
   uint64_t last_stats_ms;
   struct mg_context* http;
   int http_port_bound;
+  tmk__ch* ch;                  /* --clickhouse history sink, NULL without */
 };
 
 /* ---- relay_session.c ---------------------------------------------------------------------- */

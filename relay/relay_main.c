@@ -60,6 +60,13 @@ static void usage(FILE* out) {
           "                           printed in the dashboard URL unless given)\n"
           "  --team BIT=NAME          name team verbosity bit BIT (0..31) in the dashboard,\n"
           "                           over the agent's name; repeatable\n"
+          "  --clickhouse URL         stream every live session into ClickHouse for the\n"
+          "                           history view, e.g. http://127.0.0.1:8123/?database=telemark\n"
+          "                           (docs/CLICKHOUSE.md; tables are created if missing)\n"
+          "  --clickhouse-spill SIZE  disk space for batches ClickHouse did not take yet\n"
+          "                           (default 1G); beyond it batches are dropped and counted\n"
+          "  --clickhouse-spill-dir DIR  where they wait (default DATA_DIR/clickhouse-spill);\n"
+          "                           sent when ClickHouse is back, also after a restart\n"
           "  --help                   this text\n"
           "  --version                print the version\n"
           "\n"
@@ -173,7 +180,8 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
                                              "--data-dir",       "--max-sessions",
                                              "--session-memory", "--reorder-window",
                                              "--log-level",      "--token",
-                                             "--team"};
+                                             "--team",           "--clickhouse",
+                                             "--clickhouse-spill", "--clickhouse-spill-dir"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       if (strcmp(a, with_value[k]) == 0) known = 1;
@@ -196,6 +204,29 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
       if (errno || end == v || *end != '=' || bit < 0 || bit > 31 || !end[1] || strlen(end + 1) >= sizeof g_team_names[0])
         return bad_flag("--team '%s': expected BIT=NAME with BIT 0..31 and a name of 1..63 bytes%s", v, "");
       snprintf(g_team_names[bit], sizeof g_team_names[bit], "%s", end + 1);
+      continue;
+    }
+    if (strcmp(a, "--clickhouse") == 0) {
+      char err[300];
+      if (strlen(v) >= sizeof cfg->clickhouse_url || tmk__ch_check_url(v, err, sizeof err)) {
+        fprintf(stderr, "telemark-relay: %s\n(see telemark-relay --help)\n",
+                strlen(v) >= sizeof cfg->clickhouse_url ? "--clickhouse: URL too long" : err);
+        return EXIT_USAGE;
+      }
+      snprintf(cfg->clickhouse_url, sizeof cfg->clickhouse_url, "%s", v);
+      continue;
+    }
+    if (strcmp(a, "--clickhouse-spill") == 0) {
+      size_t sz;
+      if (parse_size(v, &sz) || sz < ((size_t)1 << 20))
+        return bad_flag("--clickhouse-spill '%s': expected a size of at least 1M, e.g. 1G%s", v, "");
+      cfg->clickhouse_spill_max = sz;
+      continue;
+    }
+    if (strcmp(a, "--clickhouse-spill-dir") == 0) {
+      if (!*v || strlen(v) >= sizeof cfg->clickhouse_spill_dir)
+        return bad_flag("--clickhouse-spill-dir '%s': empty or too long%s", v, "");
+      snprintf(cfg->clickhouse_spill_dir, sizeof cfg->clickhouse_spill_dir, "%s", v);
       continue;
     }
     if (strcmp(a, "--listen") == 0) {
@@ -251,6 +282,7 @@ tmk_relay* tmk__relay_new(const tmk_relay_config* cfg) {
 }
 
 void tmk__relay_free(tmk_relay* r) {
+  tmk__ch_free(r->ch); /* joins the sink thread (after tmk__ch_shutdown it has drained) */
   for (uint32_t i = 0; i < r->nsessions; i++) tmk__session_unref(r->sessions[i]);
   free(r->sessions);
   free(r->scratch);
@@ -301,6 +333,7 @@ static void on_tick(uv_timer_t* t) {
   uint64_t now = uv_now(r->loop);
   tmk__ingest_tick(r, now);
   tmk__control_tick(r, now);
+  if (r->ch) tmk__ch_tick(r->ch, r, now);
   if (now - g_last_second >= 1000) {
     int sync = now - g_last_sync >= 5000;
     if (sync) g_last_sync = now;
@@ -317,6 +350,7 @@ static void shutdown_relay(tmk_relay* r, const char* why) {
   tmk__ingest_stop(r);
   tmk__control_drain(r);
   tmk__sessions_shutdown(r);
+  if (r->ch) tmk__ch_shutdown(r->ch, r, 3000); /* send for up to 3 s, spill the rest */
   tmk__http_stop(r);
   uv_timer_stop(&r->tick);
   uv_close((uv_handle_t*)&r->tick, NULL);
@@ -370,6 +404,22 @@ int main(int argc, char** argv) {
   if (!r) {
     fprintf(stderr, "telemark-relay: out of memory\n");
     return EXIT_OTHER;
+  }
+  if (cfg.clickhouse_url[0]) { /* the history sink (docs/CLICKHOUSE.md) */
+    char spill[600], err[300];
+    if (cfg.clickhouse_spill_dir[0]) snprintf(spill, sizeof spill, "%s", cfg.clickhouse_spill_dir);
+    else snprintf(spill, sizeof spill, "%s/clickhouse-spill", cfg.data_dir);
+    tmk__ch_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.url = cfg.clickhouse_url;
+    cd.spill_dir = spill;
+    cd.spill_max = cfg.clickhouse_spill_max;
+    r->ch = tmk__ch_new(&cd, err, sizeof err);
+    if (!r->ch) {
+      fprintf(stderr, "telemark-relay: %s\n", err);
+      tmk__relay_free(r);
+      return EXIT_DATA_DIR;
+    }
   }
   uv_loop_t loop;
   uv_loop_init(&loop);

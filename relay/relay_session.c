@@ -51,6 +51,10 @@ tmk__session* tmk__session_new(tmk_relay* r, uint64_t sid, const char* id, int r
   s->info.created_unix_ns = tmk__unix_ns();
   s->info.control_level = -1;
   s->last_packet_ms = tmk__now_ms();
+  if (!replay && r->ch && tmk__ch_session_attach(r->ch, s) != 0) { /* history sink */
+    tmk__session_unref(s);
+    return NULL;
+  }
   return s;
 }
 
@@ -68,6 +72,7 @@ void tmk__session_unref(tmk__session* s) {
   tmk__reorder_free(&s->ro);
   pthread_mutex_destroy(&s->mu);
   free(s->hello);
+  tmk__ch_sess_free(s->ch);
   free(s);
 }
 
@@ -137,6 +142,7 @@ int tmk__session_register(tmk_relay* r, tmk__session* s) {
     tmk__log(TMK_LOG_INFO, "session %s: removed from memory to make room (max sessions %u)",
              victim->id, r->cfg.max_sessions);
     if (!victim->replay) unlink_sid(r, victim);
+    if (r->ch) tmk__ch_session_final(r->ch, victim); /* history sink: last counters */
     tmk__session_unref(victim);
   }
   if (!s->replay) {
