@@ -26,6 +26,7 @@ test_pkgs=(
   qemu-user
   chromium                                           # dashboard browser tests (playwright-core)
   python3                                            # relay integration test driver
+  clickhouse-server                                  # history sink tests (tests/clickhouse)
 )
 
 group=test list=0

@@ -38,6 +38,7 @@ needs=(
   "qemu-mipsel|test|echo /usr/bin/qemu-mipsel"
   "chromium|test|echo /usr/bin/chromium"
   "python3|test|echo /usr/bin/python3"
+  "clickhouse-server|test|echo /usr/sbin/clickhouse-server"
 )
 
 closure() { # the packages deps.sh installs for group $1, with everything they depend on
