@@ -665,6 +665,45 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   return rc;
 }
 
+/* GET /api/history/NAME?...: the history sink's fixed queries (docs/CLICKHOUSE.md). */
+typedef struct hist_params {
+  const struct mg_request_info* ri;
+  char vals[8][300];
+  int used;
+} hist_params;
+
+static const char* hist_get(void* ud, const char* key) {
+  hist_params* p = ud;
+  if (!p->ri->query_string || p->used == 8) return NULL;
+  char* v = p->vals[p->used];
+  int n = mg_get_var(p->ri->query_string, strlen(p->ri->query_string), key, v, sizeof p->vals[0]);
+  if (n < 0) return n == -1 ? NULL : "\x01"; /* -2: too long, refused by the quoting */
+  p->used++;
+  return v;
+}
+
+static int h_history(struct mg_connection* conn, tmk_relay* r, const char* name) {
+  if (!r->ch)
+    return send_error(conn, 404, "ENOTFOUND",
+                      "history needs ClickHouse: start telemark-relay with --clickhouse URL");
+  hist_params p;
+  p.ri = mg_get_request_info(conn);
+  p.used = 0;
+  char err[300];
+  tmk__json j;
+  tmk__json_init(&j);
+  int rc = tmk__ch_history(r->ch, name, hist_get, &p, &j, err, sizeof err);
+  if (rc < 0) {
+    tmk__json_free(&j);
+    return send_error(conn, rc == TMK_EINVAL ? 400 : rc == TMK_ENOTFOUND ? 404 : 502,
+                      rc == TMK_EINVAL ? "EINVAL" : rc == TMK_ENOTFOUND ? "ENOTFOUND" : "ESOCKET",
+                      err);
+  }
+  rc = send_json(conn, 200, &j);
+  tmk__json_free(&j);
+  return rc;
+}
+
 /* /api/...: routes by method and path. */
 static int api_handler(struct mg_connection* conn, void* cbdata) {
   tmk_relay* r = cbdata;
@@ -683,6 +722,10 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
   if (strcmp(uri, "/api/recordings") == 0) {
     if (!get) return send_error(conn, 405, "EMETHOD", "use GET");
     return h_recordings(conn, r);
+  }
+  if (strncmp(uri, "/api/history/", 13) == 0) {
+    if (!get) return send_error(conn, 405, "EMETHOD", "use GET");
+    return h_history(conn, r, uri + 13);
   }
   if (strcmp(uri, "/api/recordings/open") == 0) {
     if (!post) return send_error(conn, 405, "EMETHOD", "use POST");
