@@ -128,3 +128,19 @@ class ClickHouse:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.proc = None
+
+
+def main():
+    """chserver.py DIR: starts a server in DIR, prints "http PORT", stops it when stdin closes
+    (so a test runner in another language cannot leave it behind)."""
+    import sys
+    ch = ClickHouse(sys.argv[1]).start()
+    print("http %d" % ch.http, flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        ch.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -5,6 +5,7 @@
 import { SessionData, toChromeTrace, SEVERITIES } from './store.js';
 import { Stream, decodeMessage, MSG } from './stream.js';
 import { FlameChart, fmtNs } from './flame.js';
+import { HistoryView } from './history.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -379,9 +380,19 @@ setInterval(refreshRecordings, 3000);
 refreshSessions();
 refreshRecordings();
 
+// ---- history view (history.js): shown instead of the session view ----------------------------
+const historyView = new HistoryView($('history'), api);
+$('historyToggle').addEventListener('click', () => {
+  const show = $('history').hidden;
+  $('history').hidden = !show;
+  document.querySelector('main').hidden = show;
+  $('historyToggle').classList.toggle('on', show);
+  if (show) historyView.open();
+});
+
 // ---- test/bench hooks ----------------------------------------------------------------------
 window.telemark = {
-  app, flame, stream, SessionData,
+  app, flame, stream, SessionData, historyView,
   get sd() { return app.sd; },
   selectSession, subscribe,
   setLevel(l) { $('severity').value = String(l); $('severity').dispatchEvent(new Event('change')); },
