@@ -1023,8 +1023,8 @@ tmk__ch* tmk__ch_new(const tmk__ch_desc* d, char* err, size_t ecap) {
             sizeof ch->params, ch->db, sizeof ch->db);
   snprintf(ch->spill_dir, sizeof ch->spill_dir, "%s", d->spill_dir);
   ch->spill_max = d->spill_max ? d->spill_max : (1ull << 30);
-  ch->queue_max = d->queue_max ? d->queue_max : (64ull << 20);
-  ch->batch_bytes = d->batch_bytes ? d->batch_bytes : (4u << 20);
+  ch->queue_max = d->queue_max ? d->queue_max : (128ull << 20);
+  ch->batch_bytes = d->batch_bytes ? d->batch_bytes : (16u << 20);
   ch->batch_ms = d->batch_ms ? d->batch_ms : 500;
   ch->timeout_ms = d->timeout_ms ? d->timeout_ms : 10000;
   if (d->relay_name) snprintf(ch->relay_name, sizeof ch->relay_name, "%s", d->relay_name);

@@ -19,8 +19,8 @@ typedef struct tmk__ch_desc {
   const char* url;        /* http://HOST:PORT/[?database=NAME[&...]]; database default telemark */
   const char* spill_dir;  /* where unsent batches wait; created if missing */
   uint64_t spill_max;     /* bytes on disk at most; 0 = 1 GiB */
-  uint64_t queue_max;     /* bytes of batches waiting in memory at most; 0 = 64 MiB */
-  uint32_t batch_bytes;   /* a batch is sealed at this size; 0 = 4 MiB */
+  uint64_t queue_max;     /* bytes of batches waiting in memory at most; 0 = 128 MiB */
+  uint32_t batch_bytes;   /* a table of a batch is sealed at this size; 0 = 16 MiB */
   uint32_t batch_ms;      /* ... or this long after its first row; 0 = 500 */
   uint32_t timeout_ms;    /* per HTTP request to ClickHouse; 0 = 10000 */
   const char* relay_name; /* written into sessions.relay; 0 = host name */
