@@ -9,6 +9,13 @@
 
 #include "tmk_proto.h" /* TMK_SEV_*, TMK_DROP_*, TMK_SITE_*, TMK_E* codes */
 
+/* tmk_agent_init's answer for a transport the platform port cannot carry (no sockets, no files).
+ * TODO(protocol): becomes X(ENOTSUP, -24, ...) in protocol/tmk_error.h; until then an alias
+ * (platforms/tmk_port.h has the same one). */
+#ifndef TMK_ENOTSUP
+#define TMK_ENOTSUP TMK_ESTATE
+#endif
+
 /* ---------------------------------------------------------------------------------------------
  * Compile-time configuration
  *   TMK_ENABLED       1 (default) instruments; 0 turns every macro into nothing and every API
@@ -105,6 +112,10 @@ typedef struct tmk_agent_stats {
   uint64_t drops[TMK_DROP_REASON_COUNT]; /* cumulative, per TMK_DROP_* reason */
   uint64_t packets_sent;                 /* DATA packets handed to the transport */
   uint64_t bytes_sent;                   /* all bytes handed to the transport */
+  uint64_t zones_sent;   /* zones in DATA packets the transport took */
+  uint64_t zones_unsent; /* zones in DATA packets that failed to go (TMK_DROP_SEND_FAILED) or
+                            were held back after a REJECT. Every zone recorded is in exactly one
+                            of zones_sent, zones_unsent, drops[] */
   uint64_t session_id;
   uint64_t ticks_per_second;
   uint32_t max_threads;
@@ -147,7 +158,12 @@ typedef struct tmk_zone_ctx {
  * API
  * ------------------------------------------------------------------------------------------- */
 
-/* Starts the agent with `bytes` of caller memory at `arena` (8 KB at least; it must stay valid
+/* The smallest arena tmk_agent_init accepts: one thread slot with a 256-byte ring and 512-byte
+ * packets, when the arena is 64-byte aligned (an unaligned one needs up to 63 bytes more). */
+#define TMK_ARENA_MIN 2624u
+
+/* Starts the agent with `bytes` of caller memory at `arena` (TMK_ARENA_MIN at least, 8 KB or
+ * more for a few threads; it must stay valid
  * until tmk_agent_shutdown). desc may be NULL for all defaults. Returns 0 or a negative TMK_E*
  * code: TMK_ENOMEM (arena too small), TMK_EINVAL, TMK_ESTATE (already running), TMK_EIO (file
  * transport cannot create its file), TMK_ESOCKET / TMK_ENOTFOUND (no socket / unknown host). */
@@ -169,8 +185,11 @@ int tmk_agent_set_filter(int level, uint32_t verbosity_mask);
 int tmk_agent_get_stats(tmk_agent_stats* out);
 /* Names the calling thread (sent as THREAD_NAME; at most 31 bytes kept). */
 void tmk_thread_name(const char* name);
-/* Names verbosity bit `bit` (0..31); the string must outlive the agent. Returns 0 or
- * TMK_EINVAL. */
+/* Gives the calling thread's slot back now; what it recorded is still sent. Ports that notice
+ * thread exit do this by themselves (docs/PORTING.md); elsewhere call it before a thread ends. */
+void tmk_thread_exit(void);
+/* Names verbosity bit `bit` (0..31) while the agent runs (before init: desc.team_names); the
+ * string must outlive the agent. Returns 0, TMK_EINVAL, or TMK_ESTATE when not running. */
 int tmk_team_name(unsigned bit, const char* name);
 /* Returns the agent's current time in its own ticks (what zones record), 0 when stopped. */
 uint64_t tmk_now(void);
@@ -322,6 +341,7 @@ static inline int tmk_agent_get_stats(tmk_agent_stats* s) {
   return TMK_ESTATE;
 }
 static inline void tmk_thread_name(const char* n) { (void)n; }
+static inline void tmk_thread_exit(void) {}
 static inline int tmk_team_name(unsigned b, const char* n) {
   (void)b, (void)n;
   return 0;

@@ -1,81 +1,48 @@
 /* tmk_agent.c — the agent's public API and hot path: init (carving the arena), shutdown, the
  * run-time filter, thread slots, and the per-thread single-producer rings that zones, markers,
  * frames, plots and messages are pushed into without locks or syscalls. */
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "tmk_agent_internal.h"
 
 tmk__agent tmk__g;
-uint32_t tmk__filter[8];
-
-/* ============================================================================================
- * Time
- * ========================================================================================== */
-
-/* Extends a wrapping override clock with the flusher's published bits (see tmk_clock). */
-static uint64_t extend_clock(uint64_t raw) {
-  uint32_t bits = tmk__g.clk_bits;
-  uint32_t e = tmk_port_load32_relaxed(&tmk__g.clk_e);
-  uint64_t lo = raw & ((1ull << bits) - 1);
-  uint64_t v = ((uint64_t)(e >> 1) << bits) | lo;
-  if ((e & 1u) && !(lo >> (bits - 1))) v += 1ull << bits; /* wrapped since the flusher looked */
-  return v;
-}
-
-static inline uint64_t now_ticks(void) {
-  if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk_port_fast_ticks() >> tmk__g.shift;
-  if (tmk__g.clk_bits == 0) return tmk__g.clk_fn(tmk__g.clk_user);
-  return extend_clock(tmk__g.clk_fn(tmk__g.clk_user));
-}
-
-uint64_t tmk__now_ticks(void) { return now_ticks(); }
-
-uint64_t tmk__ms(void) { return tmk_port_monotonic_ns() / 1000000u; }
-
-/* ============================================================================================
- * Logging and the flush lock
- * ========================================================================================== */
-
-void tmk__log(int level, const char* fmt, ...) {
-  char line[256];
-  va_list ap;
-  if (!tmk__g.desc.logger.fn) return;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  tmk__g.desc.logger.fn(tmk__g.desc.logger.user_data, level, line);
-}
-
-int tmk__lock(int wait) {
-  for (;;) {
-    uint32_t expected = 0;
-    if (tmk_port_cas32(&tmk__g.flush_lock, &expected, 1u)) return 1;
-    if (!wait) return 0;
-    tmk_port_yield();
-  }
-}
-
-void tmk__unlock(void) { tmk_port_store32_release(&tmk__g.flush_lock, 0u); }
 
 /* ============================================================================================
  * Thread slots
  * ========================================================================================== */
 
-static TMK_PORT_TLS tmk__thread* tls_thread;
-static TMK_PORT_TLS uint32_t tls_gen;
+/* A thread's TLS value (tmk_port_tls_get) names its slot and the agent generation it was taken
+ * in: (tag << 16) | (index + 1), tag = tmk__g.tls_tag. A value from an earlier init carries an
+ * older tag and is ignored, so a thread never writes into a previous run's arena. */
+#define TLS_VALUE(tag, index) ((void*)(uintptr_t)(((uintptr_t)(tag) << 16) | ((index) + 1u)))
+
+static uint32_t tls_tag_of(uint32_t gen) { return (gen & 0x7FFFu) | 0x8000u; /* never 0 */ }
+
+/* The current thread's slot if it already has one in this generation (no attach). */
+static inline tmk__thread* own_thread(void) {
+  uintptr_t v = (uintptr_t)tmk_port_tls_get();
+  if (TMK__LIKELY((uint32_t)(v >> 16) == tmk_port_load32_relaxed(&tmk__g.tls_tag)))
+    return tmk__slot((uint32_t)(v & 0xFFFFu) - 1u);
+  return NULL;
+}
+
+static void release_thread(tmk__thread* t) {
+  tmk_port_tls_set(NULL);
+  tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_DEAD); /* the flusher frees it */
+}
 
 static void on_thread_exit(void* arg) {
   tmk__thread* t = (tmk__thread*)arg;
-  if (tls_thread == t && tls_gen == tmk_port_load32_acquire(&tmk__g.gen)) {
-    tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_DEAD);
-    tls_thread = NULL;
-  }
+  if (own_thread() == t) release_thread(t);
+}
+
+void tmk_thread_exit(void) {
+  tmk__thread* t = own_thread();
+  if (t) release_thread(t);
 }
 
 static tmk__thread* attach_thread(void) {
-  uint32_t gen = tmk_port_load32_acquire(&tmk__g.gen);
+  uint32_t tag = tmk_port_load32_acquire(&tmk__g.tls_tag);
   uint32_t i;
   if (!tmk_port_load32_acquire(&tmk__g.running)) return NULL;
   for (i = 0; i < tmk__g.nthreads; i++) {
@@ -86,9 +53,12 @@ static tmk__thread* attach_thread(void) {
     t->depth = 0;
     t->nmarkers = 0;
     tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_ACTIVE);
-    tls_thread = t;
-    tls_gen = gen;
-    tmk_port_on_thread_exit(on_thread_exit, t);
+    tmk_port_tls_set(TLS_VALUE(tag, i));
+#if TMK_PORT_HAS_THREADS
+    tmk_port_on_thread_exit(on_thread_exit, t); /* TMK_ENOTSUP: the game calls tmk_thread_exit */
+#else
+    (void)on_thread_exit;
+#endif
     return t;
   }
   tmk_port_add32(&tmk__g.no_thread_drops, 1u);
@@ -96,15 +66,9 @@ static tmk__thread* attach_thread(void) {
 }
 
 static inline tmk__thread* cur_thread(void) {
-  tmk__thread* t = tls_thread;
-  if (TMK__LIKELY(t != NULL && tls_gen == tmk_port_load32_relaxed(&tmk__g.gen))) return t;
+  tmk__thread* t = own_thread();
+  if (TMK__LIKELY(t != NULL)) return t;
   return attach_thread();
-}
-
-/* The current thread's slot if it already has one in this generation (no attach). */
-static inline tmk__thread* own_thread(void) {
-  tmk__thread* t = tls_thread;
-  return (t != NULL && tls_gen == tmk_port_load32_relaxed(&tmk__g.gen)) ? t : NULL;
 }
 
 static inline void count_drop(tmk__thread* t, int reason) {
@@ -198,11 +162,11 @@ static void push_event(tmk__thread* t, uint32_t type, uint32_t aux, tmk_site* si
 uint64_t tmk__zone_begin(void) {
   tmk__thread* t = cur_thread();
   if (TMK__LIKELY(t != NULL)) t->depth++;
-  return now_ticks();
+  return tmk__now_ticks();
 }
 
 void tmk__zone_end(tmk_site* site, uint64_t start) {
-  uint64_t end = now_ticks();
+  uint64_t end = tmk__now_ticks();
   tmk__thread* t = own_thread();
   if (!t) return;
   if (t->depth == 0) { /* begun before this thread had a slot: unpaired, counted */
@@ -231,7 +195,7 @@ void tmk__marker_begin(tmk_site* site, int pass, const void* data, size_t len) {
     count_drop(t, TMK_DROP_TOO_BIG); /* the marker still goes out, without its payload */
     len = 0;
   }
-  push_event(t, TMK__E_MARKER, 0, site, now_ticks(), data, len);
+  push_event(t, TMK__E_MARKER, 0, site, tmk__now_ticks(), data, len);
 }
 
 void tmk__marker_end(const void* data, size_t len) {
@@ -248,14 +212,14 @@ void tmk__marker_end(const void* data, size_t len) {
     count_drop(t, TMK_DROP_TOO_BIG);
     len = 0;
   }
-  push_event(t, TMK__E_MARKER, 1, site, now_ticks(), data, len);
+  push_event(t, TMK__E_MARKER, 1, site, tmk__now_ticks(), data, len);
 }
 
 void tmk__frame(tmk_site* site) {
   tmk__thread* t;
   if (!tmk_port_load32_relaxed(&tmk__g.running)) return;
   t = cur_thread();
-  if (t) push_event(t, TMK__E_FRAME, 0, site, now_ticks(), NULL, 0);
+  if (t) push_event(t, TMK__E_FRAME, 0, site, tmk__now_ticks(), NULL, 0);
 }
 
 void tmk__plot_i(tmk_site* site, int64_t value) {
@@ -263,7 +227,7 @@ void tmk__plot_i(tmk_site* site, int64_t value) {
   if (!t || !ring_reserve(t, 4)) return;
   ring_put(t, 0, entry_header(TMK__E_PLOT_I, 0, 0, 0));
   ring_put(t, 1, (uint64_t)(uintptr_t)site);
-  ring_put(t, 2, now_ticks());
+  ring_put(t, 2, tmk__now_ticks());
   ring_put(t, 3, (uint64_t)value);
   ring_commit(t, 4);
 }
@@ -275,7 +239,7 @@ void tmk__plot_d(tmk_site* site, double value) {
   memcpy(&bits, &value, sizeof bits);
   ring_put(t, 0, entry_header(TMK__E_PLOT_D, 0, 0, 0));
   ring_put(t, 1, (uint64_t)(uintptr_t)site);
-  ring_put(t, 2, now_ticks());
+  ring_put(t, 2, tmk__now_ticks());
   ring_put(t, 3, bits);
   ring_commit(t, 4);
 }
@@ -289,7 +253,7 @@ void tmk__message(tmk_site* site, const char* text, size_t len) {
   limit = ((size_t)tmk__g.ring_words / 2u - 3u) * 8u;
   if (limit > TMK_PROTO_MAX_STRING) limit = TMK_PROTO_MAX_STRING;
   if (len > limit) len = limit;
-  push_event(t, TMK__E_MESSAGE, site->severity, site, now_ticks(), text, len);
+  push_event(t, TMK__E_MESSAGE, site->severity, site, tmk__now_ticks(), text, len);
 }
 
 void tmk_thread_name(const char* name) {
@@ -305,16 +269,6 @@ void tmk_thread_name(const char* name) {
  * Filter
  * ========================================================================================== */
 
-void tmk__apply_filter(uint32_t level, uint32_t mask) {
-  uint32_t s;
-  tmk__g.level = level;
-  tmk__g.mask = mask;
-  for (s = 0; s < 8; s++) {
-    uint32_t v = (s < TMK_SEV_COUNT && s <= level && tmk__g.running) ? mask : 0u;
-    tmk_port_store32_relaxed(&tmk__filter[s], v);
-  }
-}
-
 int tmk_agent_set_filter(int level, uint32_t verbosity_mask) {
   if (level < 0 || level > TMK_SEV_TRACE) return TMK_EINVAL;
   if (!tmk__g.running) return TMK_ESTATE;
@@ -326,16 +280,14 @@ int tmk_agent_set_filter(int level, uint32_t verbosity_mask) {
 
 int tmk_team_name(unsigned bit, const char* name) {
   if (bit >= 32) return TMK_EINVAL;
-  tmk_port_storeptr_release(&tmk__g.team_names[bit], name);
-  if (tmk__g.running) {
-    tmk__lock(1);
-    tmk__g.force_meta = 1;
-    tmk__unlock();
-  }
+  if (!tmk__g.running) return TMK_ESTATE;
+  tmk__lock(1);
+  tmk__flush_set_team(bit, name);
+  tmk__unlock();
   return 0;
 }
 
-uint64_t tmk_now(void) { return tmk__g.running ? now_ticks() : 0; }
+uint64_t tmk_now(void) { return tmk__g.running ? tmk__now_ticks() : 0; }
 
 uint64_t tmk_ticks_per_second(void) { return tmk__g.running ? tmk__g.freq : 0; }
 
@@ -358,6 +310,7 @@ static uint8_t* carve(uint8_t** p, uint8_t* end, size_t n) {
   return r;
 }
 
+#if TMK_PORT_HAS_THREADS
 static void flusher_main(void* arg) {
   (void)arg;
   while (!tmk_port_load32_acquire(&tmk__g.stop)) {
@@ -379,17 +332,19 @@ static void flusher_main(void* arg) {
     if (!waiters) tmk_port_sleep_us(1000);
   }
 }
+#endif
 
 int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   tmk_agent_desc d;
   uint8_t *p, *end;
   uint32_t max_packet, body_cap, i, threads, ring_bytes, slot_bytes;
+  tmk__flush_config fc;
   size_t lz4_size, remaining;
   uint32_t gen;
   int rc;
 
   if (tmk__g.running) return TMK_ESTATE;
-  if (!arena || bytes < 1024) return arena ? TMK_ENOMEM : TMK_EINVAL;
+  if (!arena || bytes < TMK_ARENA_MIN) return arena ? TMK_ENOMEM : TMK_EINVAL;
   if (desc) d = *desc;
   else memset(&d, 0, sizeof d);
   if (d.level < 0 || d.level > TMK_LEVEL(TMK_SEV_TRACE)) return TMK_EINVAL;
@@ -400,51 +355,43 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
                       (d.clock.bits < 8 || d.clock.bits > 32))))
     return TMK_EINVAL;
 
+  if ((d.build && strlen(d.build) > TMK_PROTO_MAX_LABEL) ||
+      (d.label && strlen(d.label) > TMK_PROTO_MAX_LABEL))
+    return TMK_EINVAL;
+
   gen = tmk__g.gen;
   memset(&tmk__g, 0, sizeof tmk__g);
   tmk__g.gen = gen;
+  if (!d.relay_host) d.relay_host = "127.0.0.1";
+  if (!d.relay_port) d.relay_port = TMK_PROTO_DEFAULT_PORT;
+  if (!d.program) d.program = "telemark-app";
+  if (!d.file_path) d.file_path = "telemark.tmk";
   tmk__g.desc = d;
-  if (d.relay_host && strlen(d.relay_host) >= sizeof tmk__g.host_buf) return TMK_EINVAL;
-  strcpy(tmk__g.host_buf, d.relay_host ? d.relay_host : "127.0.0.1");
-  tmk__g.host = tmk__g.host_buf;
-  if (!d.relay_port) tmk__g.desc.relay_port = TMK_PROTO_DEFAULT_PORT;
-  strncpy(tmk__g.program_buf, d.program ? d.program : "telemark-app",
-          sizeof tmk__g.program_buf - 1);
-  tmk__g.program = tmk__g.program_buf;
-  if ((d.build && strlen(d.build) >= sizeof tmk__g.build_buf) ||
-      (d.label && strlen(d.label) >= sizeof tmk__g.label_buf))
-    return TMK_EINVAL;
-  strcpy(tmk__g.build_buf, d.build ? d.build : "");
-  strcpy(tmk__g.label_buf, d.label ? d.label : "");
-  if (!d.file_path) tmk__g.desc.file_path = "telemark.tmk";
   tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
   tmk__g.overflow = (uint32_t)d.overflow;
-  for (i = 0; i < 32; i++) tmk__g.team_names[i] = d.team_names[i];
-  tmk__g.sock.fd = -1;
+  memset(&fc, 0, sizeof fc);
 
   /* ---- carve the arena ---- */
   max_packet = d.max_packet ? d.max_packet : (bytes < 32768 ? 512u : TMK_PROTO_DEFAULT_PACKET);
   if (max_packet < TMK_PROTO_MIN_PACKET || max_packet > TMK_PROTO_MAX_PACKET) return TMK_EINVAL;
-  tmk__g.max_packet = max_packet;
+  fc.max_packet = max_packet;
   body_cap = max_packet - TMK_PROTO_MAX_HEADER;
   p = (uint8_t*)arena;
   end = p + bytes;
-  tmk__g.body = carve(&p, end, body_cap);
-  tmk__g.out_cap = max_packet + 3u;
-  tmk__g.out = carve(&p, end, tmk__g.out_cap);
-  tmk__g.rx_cap = 512;
-  tmk__g.rx = carve(&p, end, tmk__g.rx_cap);
-  tmk__g.batch_cap = bytes >= (256u << 10) ? 1024u : bytes >= (32u << 10) ? 256u : 16u;
-  tmk__g.batch = (tmk_proto_zone*)(void*)carve(&p, end, tmk__g.batch_cap * sizeof(tmk_proto_zone));
-  if (!tmk__g.body || !tmk__g.out || !tmk__g.rx || !tmk__g.batch) return TMK_ENOMEM;
+  fc.body = carve(&p, end, body_cap);
+  fc.out = carve(&p, end, max_packet + 3u);
+  fc.rx_cap = 512;
+  fc.rx = carve(&p, end, fc.rx_cap);
+  fc.batch_cap = bytes >= (256u << 10) ? 1024u : bytes >= (32u << 10) ? 256u : 16u;
+  fc.batch = (tmk_proto_zone*)(void*)carve(&p, end, fc.batch_cap * sizeof(tmk_proto_zone));
+  if (!fc.body || !fc.out || !fc.rx || !fc.batch) return TMK_ENOMEM;
   lz4_size = tmk_proto_lz4_state_size();
-  if (lz4_size && !d.no_compression && bytes >= (128u << 10)) {
-    tmk__g.lz4_state = carve(&p, end, lz4_size);
-    tmk__g.lz4_on = tmk__g.lz4_state != NULL;
-  }
+  if (lz4_size && !d.no_compression && bytes >= (128u << 10))
+    fc.lz4_state = carve(&p, end, lz4_size);
   remaining = p < end ? (size_t)(end - p) : 0;
   slot_bytes = (uint32_t)((sizeof(tmk__thread) + 63u) & ~(size_t)63u) + 64u;
   threads = d.max_threads ? d.max_threads : 16u;
+  if (threads > 0xFFFFu) return TMK_EINVAL; /* slot indices are 16-bit in the TLS value */
   if (d.ring_bytes) {
     ring_bytes = pow2_floor(d.ring_bytes);
     if (ring_bytes < 256) return TMK_EINVAL;
@@ -480,50 +427,50 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   if (threads == 0) return TMK_ENOMEM;
   tmk__g.nthreads = threads;
   tmk__g.ring_words = ring_bytes / 8u;
-  tmk_proto_writer_init(&tmk__g.w, tmk__g.body, body_cap);
 
   /* ---- clock ---- */
   if (d.clock.fn) {
     tmk__g.freq = d.clock.frequency;
     tmk__g.clk_bits = (d.clock.bits == 64) ? 0u : d.clock.bits;
     tmk__g.clk_user = d.clock.user_data;
-    tmk__g.clk_fn = d.clock.fn;
-    if (tmk__g.clk_bits) { /* seed the extension from the first reading */
-      uint64_t raw = d.clock.fn(d.clock.user_data) & ((1ull << tmk__g.clk_bits) - 1);
-      tmk__g.clk_ext = raw;
-      tmk__g.clk_e = (uint32_t)(raw >> (tmk__g.clk_bits - 1));
-    }
+    tmk__g.clk_fn = d.clock.fn; /* tmk__flush_open seeds the extension of a wrapping one */
   } else {
     /* Scale a fast counter down to at most ~250 MHz: finer ticks cost wire bytes, not insight. */
+#if TMK_PORT_FAST_TICKS_NS
+    uint64_t f = 1000000000u;
+#else
     uint64_t f = tmk_port_fast_ticks_calibrate();
+#endif
     while ((f >> tmk__g.shift) > 250000000u) tmk__g.shift++;
     tmk__g.freq = f >> tmk__g.shift;
   }
 
-  tmk__g.session_id = tmk_port_random64();
-  tmk__g.force_meta = 1;
-  rc = tmk__transport_open();
+  fc.session_id = tmk_port_random64();
+  rc = tmk__flush_open(&fc);
   if (rc < 0) return rc;
 
   tmk__g.running = 1;
   tmk_port_store32_release(&tmk__g.gen, gen + 1u);
+  tmk_port_store32_release(&tmk__g.tls_tag, tls_tag_of(gen + 1u));
   tmk__apply_filter(d.level ? (uint32_t)(d.level - 1) : (uint32_t)TMK_SEV_INFO,
                     d.verbosity ? d.verbosity : 0xFFFFFFFFu);
-  tmk__log(TMK_SEV_INFO, "telemark: agent up, %u thread slot(s) x %u-byte rings, %s%s",
-           (unsigned)threads, (unsigned)ring_bytes, tmk__g.lz4_on ? "lz4, " : "",
-           tmk__transport_name());
+  tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: agent up, %u thread slot(s) x %u-byte rings",
+           (unsigned)threads, (unsigned)ring_bytes);
   tmk__lock(1);
   tmk__send_hello();
   tmk__unlock();
 
   tmk__g.has_flusher_thread = 0;
-  if (!d.manual_pump && TMK_PORT_HAS_THREADS) {
+#if TMK_PORT_HAS_THREADS
+  if (!d.manual_pump) {
     tmk__g.has_flusher_thread = 1;
     if (tmk_port_thread_start(&tmk__g.flusher, flusher_main, NULL) != 0) {
       tmk__g.has_flusher_thread = 0;
-      tmk__log(TMK_SEV_WARNING, "telemark: no flusher thread; call tmk_agent_pump() per frame");
+      tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_WARNING,
+               "telemark: no flusher thread; call tmk_agent_pump() per frame");
     }
   }
+#endif
   return 0;
 }
 
@@ -531,17 +478,18 @@ int tmk_agent_shutdown(void) {
   if (!tmk__g.running) return TMK_ESTATE;
   tmk__apply_filter(0, 0); /* new zones stop here */
   tmk_port_store32_release(&tmk__g.running, 0u);
-  tmk__apply_filter(0, 0);
+#if TMK_PORT_HAS_THREADS
   if (tmk__g.has_flusher_thread) {
     tmk_port_store32_release(&tmk__g.stop, 1u);
     tmk_port_thread_join(&tmk__g.flusher);
     tmk__g.has_flusher_thread = 0;
   }
+#endif
   tmk__lock(1);
   tmk__flush_cycle(1);
-  tmk__send_bye();
-  tmk__transport_close();
+  tmk__flush_close();
   tmk__unlock();
+  tmk_port_store32_release(&tmk__g.tls_tag, 0u); /* every thread's TLS value is stale now */
   tmk_port_store32_release(&tmk__g.gen, tmk__g.gen + 1u);
   return 0;
 }
@@ -566,28 +514,14 @@ int tmk_agent_flush(void) {
 }
 
 int tmk_agent_get_stats(tmk_agent_stats* out) {
-  int i;
   if (!out) return TMK_EINVAL;
   memset(out, 0, sizeof *out);
   if (!tmk__g.running) return TMK_ESTATE;
   tmk__lock(1);
-  tmk__account_drops();
-  for (i = 0; i < TMK_DROP_REASON_COUNT; i++) out->drops[i] = tmk__g.drops[i];
-  out->packets_sent = tmk__g.packets_sent;
-  out->bytes_sent = tmk__g.bytes_sent;
-  out->session_id = tmk__g.session_id;
+  tmk__flush_stats(out);
   out->ticks_per_second = tmk__g.freq;
   out->max_threads = tmk__g.nthreads;
   out->ring_bytes = tmk__g.ring_words * 8u;
-  out->max_packet = tmk__g.max_packet;
-  out->level = tmk__g.level;
-  out->verbosity = tmk__g.mask;
-  out->control_applied = tmk__g.control_applied;
-  out->transport = tmk__g.transport;
-  out->connected = tmk__g.transport == TMK_TRANSPORT_TCP ? tmk__g.tcp_state == 2 : 1;
-  out->welcomed = tmk__g.welcomed;
-  out->rejected = tmk__g.rejected;
-  out->lz4 = tmk__g.lz4_on;
   tmk__unlock();
   return 0;
 }

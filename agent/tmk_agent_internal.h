@@ -1,12 +1,13 @@
 /* tmk_agent_internal.h — the agent's shared internals: the per-thread ring layout, the agent
- * state, and the functions the hot path (tmk_agent.c), the flusher (tmk_flush.c) and the
- * transports (tmk_transport.c) call on each other. Not installed. */
+ * state, and what the API and hot path (tmk_agent.c) call in the flusher (tmk_flush.c). Calls
+ * go one way: tmk_agent.c -> tmk_flush.c -> tmk_transport.c (tmk_transport.h). Not installed. */
 #ifndef TMK_AGENT_INTERNAL_H
 #define TMK_AGENT_INTERNAL_H
 
 #include "telemark.h"
 #include "tmk_port.h"
 #include "tmk_proto.h"
+#include "tmk_transport.h"
 
 /* ---- Ring entries -------------------------------------------------------------------------
  * A ring is a power-of-two array of 64-bit words with 32-bit free-running head/tail indices
@@ -51,7 +52,9 @@ typedef struct tmk__thread {
   uint32_t index;
 } tmk__thread;
 
-/* ---- Agent state --------------------------------------------------------------------------*/
+/* ---- Agent state: the hot path's, owned by tmk_agent.c ------------------------------------
+ * The flusher (tmk_flush.c) owns its own state; from this one it drains the rings, reads the
+ * clock and publishes clk_e. */
 typedef struct tmk__agent {
   /* read by the hot path: keep together */
   uint32_t gen;     /* bumped by init and shutdown; TLS thread pointers of older gens are stale */
@@ -68,6 +71,7 @@ typedef struct tmk__agent {
   uint32_t has_flusher_thread;
   uint32_t slot_stride; /* bytes between slots: a multiple of 64, so no two threads share a
                            cache line */
+  uint32_t tls_tag;     /* this generation's TLS tag, 0 when stopped (tmk_agent.c, Thread slots) */
   uint8_t pad0[64];
   uint32_t waiters; /* producers blocked in wait mode */
   uint32_t no_thread_drops;
@@ -75,60 +79,13 @@ typedef struct tmk__agent {
   /* flusher side */
   uint32_t flush_lock;
   uint32_t stop;
+#if TMK_PORT_HAS_THREADS
   tmk_port_thread flusher;
-  tmk_agent_desc desc;
-  const char* host;    /* -> host_buf: the caller's strings need not outlive init */
-  const char* program; /* -> program_buf */
-  char host_buf[256];
-  char program_buf[128];
-  char build_buf[65]; /* desc.build / desc.label, copied (HELLO §6.1 trailing fields) */
-  char label_buf[65];
-  const char* team_names[32];
-  uint64_t freq;
-  uint64_t session_id;
-  uint64_t seq;
-  uint32_t max_packet;
+#endif
+  tmk_agent_desc desc; /* as given, defaults filled in; its strings are the caller's */
+  uint64_t freq;       /* agent ticks per second */
   uint32_t flush_interval_ms;
-  uint32_t level;
-  uint32_t mask;
-  int lz4_on;
-  void* lz4_state;
-  tmk_proto_writer w;
-  uint32_t w_thread;
-  uint8_t* body;
-  uint8_t* out; /* max_packet + 3: room for the stream length prefix */
-  uint32_t out_cap;
-  uint8_t* rx;
-  uint32_t rx_cap;
-  uint32_t rx_len;
-  uint32_t rx_skip;
-  tmk_proto_zone* batch;
-  uint32_t batch_cap;
-  uint32_t batch_len;
-  tmk_site* sites;
-  uint32_t next_site_id;
-  uint64_t drops[TMK_DROP_REASON_COUNT];
-  uint64_t drops_sent[TMK_DROP_REASON_COUNT];
-  uint32_t no_thread_seen;
-  uint64_t clk_ext; /* flusher's 64-bit view of a wrapping override clock */
-  uint64_t packets_sent;
-  uint64_t bytes_sent;
-  uint64_t last_meta_ms;
-  uint64_t last_hello_ms;
   uint64_t last_pump_ms;
-  int force_meta;
-  int welcomed;
-  int rejected;
-  int has_control;
-  uint32_t control_seq;
-  uint32_t control_applied;
-  /* transport */
-  tmk_transport transport;
-  tmk_port_sock sock;
-  int tcp_state; /* 0 down, 1 connecting, 2 up */
-  uint64_t tcp_retry_ms;
-  uint64_t tcp_connect_ms;
-  void* file;
 } tmk__agent;
 
 extern tmk__agent tmk__g;
@@ -137,31 +94,75 @@ static inline tmk__thread* tmk__slot(uint32_t i) {
   return (tmk__thread*)(void*)((uint8_t*)tmk__g.threads + (size_t)i * tmk__g.slot_stride);
 }
 
-/* tmk_agent.c */
-uint64_t tmk__now_ticks(void);
-void tmk__apply_filter(uint32_t level, uint32_t mask);
-void tmk__log(int level, const char* fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-uint64_t tmk__ms(void);
-int tmk__lock(int wait);
-void tmk__unlock(void);
+/* ---- Time (inline: the hot path and the flusher both read it) ----------------------------- */
 
-/* tmk_flush.c: one flusher cycle (lock held). full = drain everything, meta = force metadata.
- * Returns DATA packets sent. */
+/* Extends a wrapping override clock with the flusher's published bits (see tmk_clock). */
+static inline uint64_t tmk__extend_clock(uint64_t raw) {
+  uint32_t bits = tmk__g.clk_bits;
+  uint32_t e = tmk_port_load32_relaxed(&tmk__g.clk_e);
+  uint64_t lo = raw & ((1ull << bits) - 1);
+  uint64_t v = ((uint64_t)(e >> 1) << bits) | lo;
+  if ((e & 1u) && !(lo >> (bits - 1))) v += 1ull << bits; /* wrapped since the flusher looked */
+  return v;
+}
+
+/* Returns the agent's time in ticks (what zones record). */
+static inline uint64_t tmk__now_ticks(void) {
+  if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk_port_fast_ticks() >> tmk__g.shift;
+  if (tmk__g.clk_bits == 0) return tmk__g.clk_fn(tmk__g.clk_user);
+  return tmk__extend_clock(tmk__g.clk_fn(tmk__g.clk_user));
+}
+
+/* Returns milliseconds for the flusher's timers: from desc.clock when the game gave one (the
+ * port's monotonic clock is then never read), else from the port. */
+static inline uint64_t tmk__ms(void) {
+  uint64_t t;
+  if (tmk__g.clk_fn == NULL) return tmk_port_monotonic_ns() / 1000000u;
+  t = tmk__now_ticks();
+  return tmk__g.freq >= 1000u ? t / (tmk__g.freq / 1000u) : t * 1000u / tmk__g.freq;
+}
+
+/* ---- The flush lock (a spin lock: the flusher thread, tmk_agent_pump and API calls) ------- */
+static inline int tmk__lock(int wait) {
+  for (;;) {
+    uint32_t expected = 0;
+    if (tmk_port_cas32(&tmk__g.flush_lock, &expected, 1u)) return 1;
+    if (!wait) return 0;
+    tmk_port_yield();
+  }
+}
+
+static inline void tmk__unlock(void) { tmk_port_store32_release(&tmk__g.flush_lock, 0u); }
+
+/* ---- tmk_flush.c (called with the lock held) ----------------------------------------------- */
+/* What tmk_agent_init hands the flusher: buffers carved from the arena and the session facts. */
+typedef struct tmk__flush_config {
+  uint64_t session_id;
+  uint32_t max_packet;
+  uint8_t* body; /* max_packet - TMK_PROTO_MAX_HEADER bytes */
+  uint8_t* out;  /* max_packet + 3 bytes: room for a stream length prefix */
+  uint8_t* rx;
+  uint32_t rx_cap;
+  tmk_proto_zone* batch;
+  uint32_t batch_cap;
+  void* lz4_state; /* NULL: no compression */
+} tmk__flush_config;
+
+/* Starts a session: takes the buffers, copies host and program, opens the transport desc
+ * names. Returns 0 or a negative TMK_E* code. */
+int tmk__flush_open(const tmk__flush_config* c);
+/* Fills the flusher's part of *out (drops, packets, session, filter, transport). */
+void tmk__flush_stats(tmk_agent_stats* out);
+/* Names verbosity bit `bit` (0..31) and resends metadata. */
+void tmk__flush_set_team(unsigned bit, const char* name);
+/* One flusher cycle: reads the relay's packets (applying WELCOME, REJECT, CONTROL), drains the
+ * rings (every entry when full != 0), sends metadata when due. Returns DATA packets sent. */
 int tmk__flush_cycle(int full);
-void tmk__account_drops(void);
-int tmk__send_bye(void);
-
-/* tmk_transport.c */
-int tmk__transport_open(void);
-void tmk__transport_close(void);
-void tmk__transport_tick(void);     /* connect / reconnect, read and apply incoming packets */
-int tmk__transport_send(uint8_t* packet, size_t len); /* 0 or < 0; packet has 3 bytes of
-                                                          headroom before it */
+/* Says HELLO (§6.1). Returns 0 or a negative TMK_E* code from the transport. */
 int tmk__send_hello(void);
-const char* tmk__transport_name(void); /* "udp", "tcp", ... for logs */
+/* Says BYE and closes the transport. */
+void tmk__flush_close(void);
+/* Sets the run-time filter tmk__filter[] (the flusher owns it: CONTROL packets set it too). */
+void tmk__apply_filter(uint32_t level, uint32_t mask);
 
 #endif /* TMK_AGENT_INTERNAL_H */

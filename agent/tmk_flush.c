@@ -1,7 +1,9 @@
 /* tmk_flush.c — the flusher: drains every thread's ring, registers call sites, sorts zones into
  * depth-first order, encodes DATA packets with protocol/ (compressing when it can) and hands
  * them to the transport; re-sends descriptors, names, clock sync and cumulative drop counts
- * every 2 s (docs/PROTOCOL.md §5.1, §5.9). Runs on the flusher thread or in tmk_agent_pump(). */
+ * every 2 s (docs/PROTOCOL.md §5.1, §5.9); says HELLO and BYE and applies what the relay sends
+ * back (WELCOME, REJECT, CONTROL: §6), which the transport hands over. Owns the run-time filter.
+ * Runs on the flusher thread or in tmk_agent_pump(). */
 #include <string.h>
 
 #include "tmk_agent_internal.h"
@@ -9,6 +11,70 @@
 #define META_INTERVAL_MS 2000u
 #define HELLO_INTERVAL_MS 2000u
 #define NO_THREAD 0xFFFFFFFFu
+/* How long a full socket may hold up a send: the flusher thread can wait; tmk_agent_pump() runs
+ * on the game's thread and must not. */
+#define SEND_WAIT_MS(g) ((g)->has_flusher_thread ? 1000u : 2u)
+
+/* The flusher's state: one per process, owned by this file. */
+typedef struct tmk__flusher {
+  char host[256]; /* copies: the caller's strings need not outlive init */
+  char program[128];
+  char build[TMK_PROTO_MAX_LABEL + 1]; /* HELLO §6.1 trailing fields, "" when not given */
+  char label[TMK_PROTO_MAX_LABEL + 1];
+  const char* team_names[32];
+  uint64_t session_id;
+  uint64_t seq;
+  uint32_t max_packet;
+  uint32_t level; /* the filter tmk__filter[] holds */
+  uint32_t mask;
+  int lz4_on;
+  void* lz4_state;
+  tmk_proto_writer w;
+  uint32_t w_thread;
+  uint8_t* out; /* max_packet + 3: room for the stream length prefix */
+  uint32_t out_cap;
+  uint8_t* rx;
+  uint32_t rx_cap;
+  tmk_proto_zone* batch;
+  uint32_t batch_cap;
+  uint32_t batch_len;
+  tmk_site* sites;
+  uint32_t next_site_id;
+  uint64_t drops[TMK_DROP_REASON_COUNT];
+  uint64_t drops_sent[TMK_DROP_REASON_COUNT];
+  uint32_t no_thread_seen;
+  uint64_t clk_ext; /* 64-bit view of a wrapping override clock (publishes tmk__g.clk_e) */
+  uint64_t packets_sent;
+  uint64_t zones_sent;
+  uint64_t zones_unsent;
+  uint32_t pkt_zones; /* zones in the packet being written */
+  uint64_t last_meta_ms;
+  uint64_t last_hello_ms;
+  int force_meta;
+  int welcomed;
+  int rejected;
+  int has_control;
+  uint32_t control_seq;
+  uint32_t control_applied;
+  tmk__transport tr;
+} tmk__flusher;
+
+static tmk__flusher F;
+uint32_t tmk__filter[8];
+
+void tmk__apply_filter(uint32_t level, uint32_t mask) {
+  uint32_t s;
+  F.level = level;
+  F.mask = mask;
+  for (s = 0; s < 8; s++) {
+    uint32_t v = (s < TMK_SEV_COUNT && s <= level && tmk__g.running) ? mask : 0u;
+    tmk_port_store32_relaxed(&tmk__filter[s], v);
+  }
+}
+
+static int is_socket(const tmk__flusher* g) {
+  return g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP;
+}
 
 /* ============================================================================================
  * Packets
@@ -16,26 +82,35 @@
 
 /* Finishes the current packet and sends it. Returns 1 if a DATA packet went out. */
 static int send_packet(void) {
-  tmk__agent* g = &tmk__g;
+  tmk__flusher* g = &F;
+  uint32_t zones = g->pkt_zones;
   int n, rc;
   if (tmk_proto_writer_empty(&g->w)) return 0;
   n = tmk_proto_finish(&g->w, g->session_id, g->seq, g->out + 3, g->out_cap - 3u,
                        g->lz4_on ? g->lz4_state : NULL);
   tmk_proto_writer_reset(&g->w);
   g->w_thread = 0;
+  g->pkt_zones = 0;
   if (n < 0) {
-    tmk__log(TMK_SEV_ERROR, "telemark: packet encoding failed: %s", tmk_strerror(n));
+    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed: %s",
+             tmk_strerror(n));
     g->drops[TMK_DROP_SEND_FAILED]++;
+    g->zones_unsent += zones;
     return 0;
   }
   g->seq++;
-  if (g->rejected) return 0;
-  rc = tmk__transport_send(g->out + 3, (size_t)n);
+  if (g->rejected) {
+    g->zones_unsent += zones;
+    return 0;
+  }
+  rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
   if (rc < 0) {
     g->drops[TMK_DROP_SEND_FAILED]++;
+    g->zones_unsent += zones;
     return 0;
   }
   g->packets_sent++;
+  g->zones_sent += zones;
   return 1;
 }
 
@@ -55,7 +130,7 @@ typedef struct rec {
 } rec;
 
 static int put_rec(const rec* r) {
-  tmk_proto_writer* w = &tmk__g.w;
+  tmk_proto_writer* w = &F.w;
   double d;
   switch (r->type) {
     case TMK_REC_SITE: return tmk_proto_put_site(w, r->desc);
@@ -86,10 +161,10 @@ static int put_rec(const rec* r) {
 /* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
 static int select_thread(uint32_t thread) {
   int rc;
-  if (thread == NO_THREAD || tmk__g.w_thread == thread) return 0;
-  rc = tmk_proto_put_thread(&tmk__g.w, thread);
+  if (thread == NO_THREAD || F.w_thread == thread) return 0;
+  rc = tmk_proto_put_thread(&F.w, thread);
   if (rc < 0) return rc;
-  tmk__g.w_thread = thread;
+  F.w_thread = thread;
   return 0;
 }
 
@@ -101,13 +176,13 @@ static void emit(const rec* r, uint32_t thread) {
     int rc = select_thread(thread);
     if (rc == 0) rc = put_rec(r);
     if (rc >= 0) return;
-    if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&tmk__g.w)) break;
+    if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&F.w)) break;
     send_packet();
   }
-  tmk__g.drops[TMK_DROP_TOO_BIG]++;
+  F.drops[TMK_DROP_TOO_BIG]++;
 }
 
-/* Returns the site's id for this session, registering it (and sending its SITE) on first use. */
+/* Writes the SITE record describing s (its id already assigned by site_id). */
 static void emit_site(tmk_site* s) {
   tmk_proto_site ps;
   rec r;
@@ -134,13 +209,14 @@ static void emit_site(tmk_site* s) {
   emit(&r, NO_THREAD);
 }
 
+/* Returns the site's id for this session, registering it (and sending its SITE) on first use. */
 static uint32_t site_id(tmk_site* s) {
   if (!s) return 0;
   if (s->gen == tmk__g.gen && s->id) return s->id;
-  s->id = ++tmk__g.next_site_id;
+  s->id = ++F.next_site_id;
   s->gen = tmk__g.gen;
-  s->next = tmk__g.sites;
-  tmk__g.sites = s;
+  s->next = F.sites;
+  F.sites = s;
   emit_site(s);
   return s->id;
 }
@@ -155,7 +231,7 @@ static int zone_before(const tmk_proto_zone* a, const tmk_proto_zone* b) {
 }
 
 static void flush_batch(uint32_t thread) {
-  tmk__agent* g = &tmk__g;
+  tmk__flusher* g = &F;
   tmk_proto_zone* z = g->batch;
   size_t n = g->batch_len, i, off = 0;
   /* Insertion sort: zones arrive by end time, so only parents move (past their children). */
@@ -171,7 +247,10 @@ static void flush_batch(uint32_t thread) {
   while (off < n) {
     int rc = select_thread(thread);
     if (rc == 0) rc = tmk_proto_put_zones(&g->w, z + off, n - off);
-    if (rc > 0) off += (size_t)rc;
+    if (rc > 0) {
+      off += (size_t)rc;
+      g->pkt_zones += (uint32_t)rc;
+    }
     if (off >= n) break;
     if ((rc < 0 && rc != TMK_ENOSPC) || (rc <= 0 && tmk_proto_writer_empty(&g->w))) {
       g->drops[TMK_DROP_TOO_BIG]++; /* cannot happen with sane limits; never loop forever */
@@ -201,7 +280,7 @@ static void ring_get_bytes(const tmk__thread* t, uint32_t at, void* out, size_t 
 }
 
 static void drain_thread(tmk__thread* t) {
-  tmk__agent* g = &tmk__g;
+  tmk__flusher* g = &F;
   uint32_t head = tmk_port_load32_acquire(&t->head);
   uint32_t tail = t->tail;
   uint8_t text[TMK_PROTO_MAX_STRING + 8];
@@ -283,11 +362,11 @@ static void drain_thread(tmk__thread* t) {
  * Metadata and drops
  * ========================================================================================== */
 
-void tmk__account_drops(void) {
-  tmk__agent* g = &tmk__g;
+static void account_drops(void) {
+  tmk__flusher* g = &F;
   uint32_t i, cur;
   int r;
-  for (i = 0; i < g->nthreads; i++) {
+  for (i = 0; i < tmk__g.nthreads; i++) {
     tmk__thread* t = tmk__slot(i);
     for (r = 0; r < TMK_DROP_REASON_COUNT; r++) {
       cur = tmk_port_load32_relaxed(&t->drops[r]);
@@ -295,7 +374,7 @@ void tmk__account_drops(void) {
       t->seen[r] = cur;
     }
   }
-  cur = tmk_port_load32_relaxed(&g->no_thread_drops);
+  cur = tmk_port_load32_relaxed(&tmk__g.no_thread_drops);
   g->drops[TMK_DROP_NO_THREAD] += (uint32_t)(cur - g->no_thread_seen);
   g->no_thread_seen = cur;
 }
@@ -304,24 +383,24 @@ static void emit_drops(int all) {
   int reason;
   rec r;
   for (reason = 0; reason < TMK_DROP_REASON_COUNT; reason++) {
-    if (tmk__g.drops[reason] == tmk__g.drops_sent[reason] && !(all && tmk__g.drops[reason]))
+    if (F.drops[reason] == F.drops_sent[reason] && !(all && F.drops[reason]))
       continue;
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_DROPS;
     r.aux = (uint32_t)reason;
-    r.value = tmk__g.drops[reason];
-    tmk__g.drops_sent[reason] = tmk__g.drops[reason];
+    r.value = F.drops[reason];
+    F.drops_sent[reason] = F.drops[reason];
     emit(&r, NO_THREAD);
   }
 }
 
 static void emit_meta(void) {
-  tmk__agent* g = &tmk__g;
+  tmk__flusher* g = &F;
   tmk_site* s;
   uint32_t i;
   rec r;
   for (s = g->sites; s; s = s->next) emit_site(s);
-  for (i = 0; i < g->nthreads; i++) {
+  for (i = 0; i < tmk__g.nthreads; i++) {
     tmk__thread* t = tmk__slot(i);
     if (!t->name_len) continue;
     memset(&r, 0, sizeof r);
@@ -332,7 +411,7 @@ static void emit_meta(void) {
     emit(&r, NO_THREAD);
   }
   for (i = 0; i < 32; i++) {
-    const char* name = (const char*)tmk_port_loadptr_acquire(&g->team_names[i]);
+    const char* name = g->team_names[i] /* set under the lock */;
     size_t len;
     if (!name) continue;
     len = strlen(name);
@@ -348,19 +427,185 @@ static void emit_meta(void) {
   r.time = tmk__now_ticks();
   r.value = tmk_port_unix_ns();
   emit(&r, NO_THREAD);
-  tmk__account_drops();
+  account_drops();
   emit_drops(1);
 }
 
 /* Keeps the 64-bit view of a wrapping override clock and publishes its top bits. */
 static void update_clock_extension(void) {
-  tmk__agent* g = &tmk__g;
+  tmk__flusher* g = &F;
   uint64_t m, raw;
-  if (!g->clk_fn || !g->clk_bits) return;
-  m = (1ull << g->clk_bits) - 1;
-  raw = g->clk_fn(g->clk_user) & m;
+  if (!tmk__g.clk_fn || !tmk__g.clk_bits) return;
+  m = (1ull << tmk__g.clk_bits) - 1;
+  raw = tmk__g.clk_fn(tmk__g.clk_user) & m;
   g->clk_ext += (raw - (g->clk_ext & m)) & m;
-  tmk_port_store32_relaxed(&g->clk_e, (uint32_t)(g->clk_ext >> (g->clk_bits - 1)));
+  tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)(g->clk_ext >> (tmk__g.clk_bits - 1)));
+}
+
+/* ============================================================================================
+ * Session: HELLO out, WELCOME / REJECT / CONTROL in (§6)
+ * ========================================================================================== */
+
+int tmk__send_hello(void) {
+  tmk__flusher* g = &F;
+  tmk_proto_hello h;
+  int n;
+  memset(&h, 0, sizeof h);
+  h.proto_version = TMK_PROTO_VERSION;
+  h.agent_version.ptr = "0.1.0";
+  h.agent_version.len = 5;
+  h.program.ptr = g->program;
+  h.program.len = (uint32_t)strlen(g->program);
+  if (h.program.len > TMK_PROTO_MAX_STRING) h.program.len = TMK_PROTO_MAX_STRING;
+  h.platform.ptr = TMK_PORT_PLATFORM;
+  h.platform.len = (uint32_t)strlen(TMK_PORT_PLATFORM);
+  h.arch.ptr = TMK_PORT_ARCH;
+  h.arch.len = (uint32_t)strlen(TMK_PORT_ARCH);
+  h.big_endian = (uint8_t)tmk_proto_host_big_endian();
+  h.pointer_size = (uint8_t)sizeof(void*);
+  h.timer_freq = tmk__g.freq;
+  h.caps = (g->lz4_on ? TMK_CAP_LZ4 : 0u) | (is_socket(g) ? TMK_CAP_CONTROL : 0u) |
+           (g->tr.kind == TMK_TRANSPORT_TCP ? TMK_CAP_TCP : 0u);
+  h.max_packet = g->max_packet;
+  h.build.ptr = g->build;
+  h.build.len = (uint32_t)strlen(g->build);
+  h.label.ptr = g->label;
+  h.label.len = (uint32_t)strlen(g->label);
+  g->last_hello_ms = tmk__ms();
+  if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
+  n = tmk_proto_encode_hello(g->out + 3, g->out_cap - 3u, g->session_id, &h);
+  if (n < 0) return n;
+  return tmk__transport_send(&g->tr, g->out + 3, (size_t)n, g->last_hello_ms);
+}
+
+static void handle_packet(const uint8_t* p, size_t len) {
+  tmk__flusher* g = &F;
+  tmk_proto_reader r;
+  if (tmk_proto_open(&r, p, len, NULL, 0) < 0) return;
+  if (r.hdr.session_id != g->session_id && r.hdr.session_id != 0) return; /* not for us */
+  switch (r.hdr.type) {
+    case TMK_PKT_WELCOME: {
+      tmk_proto_welcome w;
+      if (tmk_proto_read_welcome(&r, &w) == 0 && !g->welcomed) {
+        g->welcomed = 1;
+        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: relay %.*s welcomed session %016llx",
+                 (int)w.relay_version.len, w.relay_version.ptr,
+                 (unsigned long long)g->session_id);
+      }
+      break;
+    }
+    case TMK_PKT_REJECT: {
+      tmk_proto_reject rj;
+      if (tmk_proto_read_reject(&r, &rj) == 0 && !g->rejected) {
+        g->rejected = 1;
+        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR,
+                 "telemark: relay rejected this agent (reason %u): %.*s", (unsigned)rj.reason,
+                 (int)rj.text.len, rj.text.ptr);
+      }
+      break;
+    }
+    case TMK_PKT_CONTROL: {
+      tmk_proto_control c;
+      if (tmk_proto_read_control(&r, &c) != 0) break;
+      if (g->has_control && c.seq <= g->control_seq) break; /* stale or repeated (§6.4) */
+      g->has_control = 1;
+      g->control_seq = c.seq;
+      g->control_applied++;
+      tmk__apply_filter(c.severity, c.verbosity);
+      tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO,
+               "telemark: relay set level %s, verbosity 0x%08x (change %u)",
+               tmk_proto_severity_name(c.severity), (unsigned)c.verbosity, (unsigned)c.seq);
+      break;
+    }
+    default: break;
+  }
+}
+
+/* Connects the transport when due and applies what the relay sent. */
+static void talk_to_relay(void) {
+  tmk__flusher* g = &F;
+  const uint8_t* pkt = NULL;
+  int i, n;
+  if (tmk__transport_tick(&g->tr, tmk__ms())) { /* a new connection may be a new relay */
+    g->welcomed = 0;
+    g->force_meta = 1;
+    tmk__send_hello();
+  }
+  for (i = 0; i < 64 && (n = tmk__transport_recv(&g->tr, &pkt, tmk__ms())) > 0; i++)
+    handle_packet(pkt, (size_t)n);
+}
+
+int tmk__flush_open(const tmk__flush_config* c) {
+  tmk__flusher* g = &F;
+  const tmk_agent_desc* d = &tmk__g.desc;
+  uint32_t i;
+  int rc;
+  memset(g, 0, sizeof *g);
+  if (strlen(d->relay_host) >= sizeof g->host) return TMK_EINVAL;
+  strcpy(g->host, d->relay_host);
+  strncpy(g->program, d->program, sizeof g->program - 1);
+  strncpy(g->build, d->build ? d->build : "", sizeof g->build - 1); /* length checked at init */
+  strncpy(g->label, d->label ? d->label : "", sizeof g->label - 1);
+  for (i = 0; i < 32; i++) g->team_names[i] = d->team_names[i];
+  g->session_id = c->session_id;
+  g->max_packet = c->max_packet;
+  g->lz4_state = c->lz4_state;
+  g->lz4_on = c->lz4_state != NULL;
+  tmk_proto_writer_init(&g->w, c->body, c->max_packet - TMK_PROTO_MAX_HEADER);
+  g->out = c->out;
+  g->out_cap = c->max_packet + 3u;
+  g->rx = c->rx;
+  g->rx_cap = c->rx_cap;
+  g->batch = c->batch;
+  g->batch_cap = c->batch_cap;
+  g->force_meta = 1;
+  if (tmk__g.clk_fn && tmk__g.clk_bits) { /* seed the extension from the first reading */
+    g->clk_ext = tmk__g.clk_fn(tmk__g.clk_user) & ((1ull << tmk__g.clk_bits) - 1);
+    tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)(g->clk_ext >> (tmk__g.clk_bits - 1)));
+  }
+  /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
+  rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
+  if (rc == 0)
+    tmk__agent_log(&d->logger, TMK_SEV_INFO, "telemark: session %016llx over %s%s",
+             (unsigned long long)g->session_id, tmk__transport_name(&g->tr),
+             g->lz4_on ? ", lz4" : "");
+  return rc;
+}
+
+void tmk__flush_stats(tmk_agent_stats* out) {
+  tmk__flusher* g = &F;
+  int i;
+  account_drops();
+  for (i = 0; i < TMK_DROP_REASON_COUNT; i++) out->drops[i] = g->drops[i];
+  out->packets_sent = g->packets_sent;
+  out->bytes_sent = g->tr.bytes_sent;
+  out->zones_sent = g->zones_sent;
+  out->zones_unsent = g->zones_unsent;
+  out->session_id = g->session_id;
+  out->max_packet = g->max_packet;
+  out->level = g->level;
+  out->verbosity = g->mask;
+  out->control_applied = g->control_applied;
+  out->transport = g->tr.kind;
+  out->connected = tmk__transport_ready(&g->tr);
+  out->welcomed = g->welcomed;
+  out->rejected = g->rejected;
+  out->lz4 = g->lz4_on;
+}
+
+void tmk__flush_set_team(unsigned bit, const char* name) {
+  F.team_names[bit & 31u] = name;
+  F.force_meta = 1;
+}
+
+void tmk__flush_close(void) {
+  tmk__flusher* g = &F;
+  int n;
+  if (!g->rejected) {
+    n = tmk_proto_encode_bye(g->out + 3, g->out_cap - 3u, g->session_id);
+    if (n > 0) tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
+  }
+  tmk__transport_close(&g->tr);
 }
 
 /* ============================================================================================
@@ -368,22 +613,21 @@ static void update_clock_extension(void) {
  * ========================================================================================== */
 
 int tmk__flush_cycle(int full) {
-  tmk__agent* g = &tmk__g;
+  tmk__flusher* g = &F;
   uint64_t before = g->packets_sent, now;
   uint32_t i;
+  g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */
   update_clock_extension();
-  tmk__transport_tick(); /* may (re)connect and send a HELLO: read the time after it */
+  talk_to_relay(); /* may (re)connect and send a HELLO: read the time after it */
   now = tmk__ms();
-  if (!g->welcomed && !g->rejected &&
-      (g->transport == TMK_TRANSPORT_UDP || g->transport == TMK_TRANSPORT_TCP) &&
-      now - g->last_hello_ms >= HELLO_INTERVAL_MS)
+  if (!g->welcomed && !g->rejected && is_socket(g) && now - g->last_hello_ms >= HELLO_INTERVAL_MS)
     tmk__send_hello();
   if (g->force_meta || now - g->last_meta_ms >= META_INTERVAL_MS) {
     g->force_meta = 0;
     g->last_meta_ms = now;
     emit_meta();
   }
-  for (i = 0; i < g->nthreads; i++) {
+  for (i = 0; i < tmk__g.nthreads; i++) {
     tmk__thread* t = tmk__slot(i);
     uint32_t state = tmk_port_load32_acquire(&t->state);
     if (state == TMK__SLOT_FREE || state == TMK__SLOT_CLAIMING) continue;
@@ -394,16 +638,8 @@ int tmk__flush_cycle(int full) {
       tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_FREE);
     }
   }
-  tmk__account_drops();
+  account_drops();
   emit_drops(0);
   send_packet();
   return (int)(g->packets_sent - before);
-}
-
-int tmk__send_bye(void) {
-  int n;
-  if (tmk__g.rejected) return 0;
-  n = tmk_proto_encode_bye(tmk__g.out + 3, tmk__g.out_cap - 3u, tmk__g.session_id);
-  if (n < 0) return n;
-  return tmk__transport_send(tmk__g.out + 3, (size_t)n);
 }

@@ -26,3 +26,17 @@ if(TMK_CROSS_TESTS AND TMK_SUBBUILD STREQUAL "")
     endif()
   endforeach()
 endif()
+
+# Windows: MinGW-w64 builds the agent with platforms/win32 (sub-build win32), wine runs it
+# (tests/win32). TMK_WIN32_TESTS says both exist; TMK_WINE is the wine binary.
+set(TMK_WIN32_TESTS OFF)
+if(TMK_CROSS_TESTS AND TMK_SUBBUILD STREQUAL "")
+  find_program(TMK_MINGW_GCC x86_64-w64-mingw32-gcc)
+  find_program(TMK_WINE NAMES wine64 wine PATHS /usr/lib/wine)
+  if(TMK_MINGW_GCC AND TMK_WINE)
+    set(TMK_WIN32_TESTS ON)
+  else()
+    message(WARNING "telemark: x86_64-w64-mingw32-gcc or wine missing; Windows tests skipped "
+                    "(scripts/deps.sh installs them)")
+  endif()
+endif()

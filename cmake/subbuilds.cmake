@@ -36,3 +36,18 @@ if(TMK_FUZZ)
     message(WARNING "telemark: clang missing; fuzz tests skipped (scripts/deps.sh installs it)")
   endif()
 endif()
+
+# win32: the agent and tests/win32's program for Windows with MinGW-w64; build only. Its
+# programs run under wine from the host build's tests (tests/win32), next to a host relay.
+if(TMK_WIN32_TESTS)
+  ExternalProject_Add(sub-win32
+    SOURCE_DIR ${CMAKE_SOURCE_DIR}
+    BINARY_DIR ${CMAKE_BINARY_DIR}/sub/win32
+    CMAKE_ARGS -DTMK_SUBBUILD=win32 -DTMK_BUILD_TESTS=ON -DTMK_BUILD_BENCH=OFF
+               -DTMK_CROSS_TESTS=OFF -DTMK_FUZZ=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+               -DCMAKE_TOOLCHAIN_FILE=${CMAKE_SOURCE_DIR}/cmake/toolchains/x86_64-w64-mingw32.cmake
+               -DTMK_BUILD_RELAY=OFF -DTMK_WITH_LZ4=OFF
+    INSTALL_COMMAND ""
+    BUILD_ALWAYS ON
+    USES_TERMINAL_BUILD ON)
+endif()

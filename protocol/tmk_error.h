@@ -32,14 +32,15 @@ extern "C" {
   X(EIO, -20, "input/output error")                                                        \
   X(ESTATE, -21, "operation not valid in the current state")                              \
   X(ENOTFOUND, -22, "not found")                                                           \
-  X(ECORRUPT, -23, "data is corrupt (checksum or structure mismatch)")
+  X(ECORRUPT, -23, "data is corrupt (checksum or structure mismatch)")                   \
+  X(EACCESS, -24, "access denied (missing or wrong access token, or a foreign Origin)")
 
 typedef enum tmk_errno {
   TMK_OK = 0,
 #define TMK__ERR_ENUM(name, value, msg) TMK_##name = (value),
   TMK_ERRNO_MAP(TMK__ERR_ENUM)
 #undef TMK__ERR_ENUM
-  TMK__ERR_LAST = -24
+  TMK__ERR_LAST = -25
 } tmk_errno;
 
 /* Returns a static, human-readable sentence for a TMK_E* code ("unknown error" otherwise). */

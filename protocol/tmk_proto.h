@@ -109,8 +109,8 @@ typedef struct tmk_proto_header {
   uint8_t flags;
   uint8_t type;
   uint64_t session_id;
-  uint64_t seq;       /* DATA: per-session sequence number; other types: 0 */
-  uint64_t base_time; /* ticks; every timestamp in the packet is relative to it */
+  uint64_t seq;       /* DATA: per-session sequence number; other types: 0 (not checked) */
+  uint64_t base_time; /* ticks; zone and event times count from it (CLOCK_SYNC's do not, §5.10) */
   uint32_t raw_len;   /* body length after decompression */
   uint32_t header_len;
 } tmk_proto_header;
@@ -183,7 +183,7 @@ typedef struct tmk_proto_record {
       tmk_proto_str name; /* name of record.thread */
     } thread_name;
     struct {
-      uint32_t reason; /* TMK_DROP_* */
+      uint32_t reason; /* TMK_DROP_*, or a reason this build does not know (§5.9) */
       uint64_t count;  /* cumulative since agent start */
     } drops;
     struct {
@@ -265,7 +265,7 @@ typedef struct tmk_proto_reader {
     uint32_t site;
   } open[TMK_PROTO_MAX_OPEN];
   tmk_proto_slot predict[2][TMK_PROTO_PREDICT_SLOTS]; /* [0] leaf durations, [1] parent tails */
-  int done;
+  int done; /* 0 while readable; the TMK_E* code once opening or decoding failed */
 } tmk_proto_reader;
 
 /* Parses the header only. Returns the header length (> 0) or a negative TMK_E* code. */
@@ -280,7 +280,8 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
 
 /* Decodes the next record of a DATA packet. Returns 1 with *rec filled, 0 at the end of the
  * body, or a negative TMK_E* code (the reader then stays failed). Zones come out when they
- * complete: leaves in place, parents after their children. */
+ * complete: leaves in place, parents after their children. A packet is valid only as a whole
+ * (§5): records handed out before a failure come from a packet that must be dropped. */
 int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec);
 
 /* Decode the body of an opened HELLO / WELCOME / REJECT / CONTROL packet.
@@ -394,7 +395,8 @@ const char* tmk_proto_packet_type_name(unsigned type);
 
 /* Formats one decoded record as a single line of text (no newline), the form used by the
  * golden vectors in tests/vectors/ and by dump tools. Strings are printed with C escapes.
- * Returns the length it wanted to write (like snprintf); the output is always terminated. */
+ * Returns the length it wanted to write (like snprintf); the output is NUL-terminated when
+ * cap > 0. */
 int tmk_proto_format_record(const tmk_proto_record* rec, char* out, size_t cap);
 
 /* Low-level varint codec, exposed for the relay's recording format and for tests.

@@ -1,6 +1,6 @@
 /* tmk_proto_format.c — text forms of decoded records and names of protocol enums, for golden
- * vectors, dump tools and logs. Kept apart from tmk_proto.c so agents that never print do not
- * link stdio. */
+ * vectors, dump tools and logs. Kept apart from the reader and writer so that agents that never
+ * print do not link stdio. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -129,9 +129,13 @@ int tmk_proto_format_record(const tmk_proto_record* r, char* out, size_t cap) {
       tmk__fmt_printf(&f, "thread_name thread=%" PRIu32, r->thread);
       tmk__fmt_str(&f, "name", r->u.thread_name.name);
       break;
-    case TMK_REC_DROPS:
-      tmk__fmt_printf(&f, "drops reason=%s count=%" PRIu64,
-                      tmk_proto_drop_reason_name(r->u.drops.reason), r->u.drops.count);
+    case TMK_REC_DROPS: /* a reason this build has no name for is printed as its number */
+      if (r->u.drops.reason < TMK_DROP_REASON_COUNT)
+        tmk__fmt_printf(&f, "drops reason=%s count=%" PRIu64,
+                        tmk_proto_drop_reason_name(r->u.drops.reason), r->u.drops.count);
+      else
+        tmk__fmt_printf(&f, "drops reason=%" PRIu32 " count=%" PRIu64, r->u.drops.reason,
+                        r->u.drops.count);
       break;
     case TMK_REC_CLOCK_SYNC:
       tmk__fmt_printf(&f, "clock_sync ticks=%" PRIu64 " unix_ns=%" PRIu64, r->u.clock.ticks,

@@ -154,6 +154,7 @@ struct tmk__ch {
   char db[64];
   char spill_dir[512];
   char relay_name[128];
+  tmk__logger* log;
   uint64_t spill_max, queue_max;
   uint32_t batch_bytes, batch_ms, timeout_ms;
   /* [loop] staging */
@@ -620,7 +621,7 @@ static void spill_or_drop_locked(tmk__ch* ch, batch* b) {
              ch->spill_dir, (unsigned long long)b->total_rows);
   }
   ch->st.rows_dropped += b->total_rows;
-  tmk__log(TMK_LOG_WARN, "clickhouse: %s", ch->st.last_error);
+  tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s", ch->st.last_error);
   batch_free(b);
 }
 
@@ -721,7 +722,7 @@ static void* sink_main(void* arg) {
         batch_free(b);
       }
       ch->st.up = 1;
-      if (was_up != 1) tmk__log(TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->host, ch->port);
+      if (was_up != 1) tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->host, ch->port);
       was_up = 1;
       backoff = 0;
     } else {
@@ -729,7 +730,7 @@ static void* sink_main(void* arg) {
       ch->st.errors++;
       ch->st.up = 0;
       if (was_up != 0)
-        tmk__log(TMK_LOG_WARN, "clickhouse: %s; spilling to %s and retrying", err, ch->spill_dir);
+        tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s; spilling to %s and retrying", err, ch->spill_dir);
       was_up = 0;
       if (b && !from_disk) {
         /* Tables already accepted are not in the spill file (send_batch marked them done). */
@@ -1022,6 +1023,7 @@ tmk__ch* tmk__ch_new(const tmk__ch_desc* d, char* err, size_t ecap) {
   parse_url(d->url, ch->host, sizeof ch->host, ch->port, sizeof ch->port, ch->params,
             sizeof ch->params, ch->db, sizeof ch->db);
   snprintf(ch->spill_dir, sizeof ch->spill_dir, "%s", d->spill_dir);
+  ch->log = d->log;
   ch->spill_max = d->spill_max ? d->spill_max : (1ull << 30);
   ch->queue_max = d->queue_max ? d->queue_max : (128ull << 20);
   ch->batch_bytes = d->batch_bytes ? d->batch_bytes : (16u << 20);
@@ -1041,7 +1043,7 @@ tmk__ch* tmk__ch_new(const tmk__ch_desc* d, char* err, size_t ecap) {
   pthread_cond_init(&ch->cv, NULL);
   spill_scan(ch);
   if (ch->disk_batches)
-    tmk__log(TMK_LOG_INFO, "clickhouse: %llu spilled batches from an earlier run will be sent",
+    tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: %llu spilled batches from an earlier run will be sent",
              (unsigned long long)ch->disk_batches);
   if (pthread_create(&ch->thread, NULL, sink_main, ch) != 0) {
     snprintf(err, ecap, "cannot start the ClickHouse sink thread");

@@ -24,6 +24,7 @@ typedef struct tmk__ch_desc {
   uint32_t batch_ms;      /* ... or this long after its first row; 0 = 500 */
   uint32_t timeout_ms;    /* per HTTP request to ClickHouse; 0 = 10000 */
   const char* relay_name; /* written into sessions.relay; 0 = host name */
+  tmk__logger* log;       /* the relay's log (thread-safe) */
 } tmk__ch_desc;
 
 /* Checks a --clickhouse URL. Returns 0 or TMK_EINVAL with a sentence in err. */

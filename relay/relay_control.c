@@ -169,7 +169,7 @@ static void do_control(tmk_relay* r, tmk__cmd* c) {
   s->info.control_level = c->level;
   s->info.control_mask = c->mask;
   pthread_mutex_unlock(&s->mu);
-  tmk__log(TMK_LOG_INFO, "session %s: CONTROL #%u level %s mask 0x%08x over %s", s->id,
+  tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: CONTROL #%u level %s mask 0x%08x over %s", s->id,
            ctl.seq, tmk_proto_severity_name((unsigned)c->level), c->mask,
            s->conn ? "tcp" : "udp");
   c->rc = 0;

@@ -4,6 +4,7 @@
 #ifndef TMK_RELAY_CORE_H
 #define TMK_RELAY_CORE_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,24 +16,42 @@
 /* =============================================================================================
  * Logging (relay_log.c)
  * ============================================================================================= */
-enum { TMK_LOG_ERROR = 0, TMK_LOG_WARN = 1, TMK_LOG_INFO = 2, TMK_LOG_DEBUG = 3 };
+/* Levels as in tmk_relay.h (TMK_RELAY_LOG_*). */
+enum { TMK_LOG_ERROR = 1, TMK_LOG_WARN = 2, TMK_LOG_INFO = 3, TMK_LOG_DEBUG = 4 };
 
-/* Sets the level (messages above it are dropped) and the stream (stderr by default). */
-void tmk__log_setup(int level, FILE* out);
-int tmk__log_level(void);
+#define TMK__LOG_LIMIT_SLOTS 256
+
+/* One relay's log: its sink (tmk_relay_desc.log; none = silent), level and the rate-limit
+ * table of tmk_relay__log_limited. */
+typedef struct tmk__logger {
+  tmk_relay_log_fn fn;
+  void* ud;
+  int level;
+  pthread_mutex_t mu; /* guards slots (the loop and HTTP threads both log) */
+  struct tmk__log_slot {
+    char key[64];
+    uint64_t last_ms;
+    uint64_t suppressed;
+    int used;
+  } slots[TMK__LOG_LIMIT_SLOTS];
+} tmk__logger;
+
+/* level 0 = TMK_LOG_INFO; fn NULL = silent. */
+void tmk__logger_init(tmk__logger* lg, tmk_relay_log_fn fn, void* ud, int level);
+void tmk__logger_free(tmk__logger* lg);
 /* Parses "error", "warn", "info", "debug". Returns the level or -1. */
-int tmk__log_parse_level(const char* s);
+int tmk_relay__log_parse_level(const char* s);
 #if defined(__GNUC__)
 #define TMK__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define TMK__PRINTF(a, b)
 #endif
-void tmk__log(int level, const char* fmt, ...) TMK__PRINTF(2, 3);
+void tmk_relay__log(tmk__logger* lg, int level, const char* fmt, ...) TMK__PRINTF(3, 4);
 
 /* Rate-limited log for bad input: at most one line per `key` (a source address, a session) per
  * interval; the next line that gets through says how many were suppressed. Bounded table. */
-void tmk__log_limited(int level, const char* key, uint64_t now_ms, const char* fmt, ...)
-    TMK__PRINTF(4, 5);
+void tmk_relay__log_limited(tmk__logger* lg, int level, const char* key, uint64_t now_ms,
+                            const char* fmt, ...) TMK__PRINTF(5, 6);
 #define TMK__LOG_INTERVAL_MS 5000
 
 /* Monotonic and wall clocks. */
@@ -130,8 +149,6 @@ typedef struct tmk__store_tap {
   void* ud;
 } tmk__store_tap;
 void tmk__store_set_tap(tmk__store* st, const tmk__store_tap* tap);
-/* Bytes one stored zone costs in chunk memory (for the benchmark). */
-size_t tmk__store_zone_bytes(void);
 
 /* =============================================================================================
  * Recording format (relay_recording.c) — docs/RECORDING.md

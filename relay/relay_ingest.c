@@ -13,7 +13,8 @@
 /* ---------------------------------------------------------------------------------------------
  * Addresses
  * ------------------------------------------------------------------------------------------- */
-void tmk__addr_str(const struct sockaddr* sa, char* out, size_t cap) {
+/* Formats a sockaddr as "ip:port". */
+static void addr_str(const struct sockaddr* sa, char* out, size_t cap) {
   char ip[64] = "?";
   int port = 0;
   if (sa->sa_family == AF_INET) {
@@ -38,7 +39,8 @@ static void ip_str(const struct sockaddr* sa, char* out, size_t cap) {
   else snprintf(out, cap, "?");
 }
 
-int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b) {
+/* 1 if both addresses have the same IP (ports ignored). */
+static int same_ip(const struct sockaddr* a, const struct sockaddr* b) {
   if (a->sa_family != b->sa_family) return 0;
   if (a->sa_family == AF_INET)
     return memcmp(&((const struct sockaddr_in*)(const void*)a)->sin_addr,
@@ -65,7 +67,7 @@ typedef struct src_ctx {
 static const char* src_name(src_ctx* sc) {
   if (!sc->have) {
     if (sc->conn) snprintf(sc->str, sizeof sc->str, "%s", sc->conn->peer_str);
-    else tmk__addr_str(sc->addr, sc->str, sizeof sc->str);
+    else addr_str(sc->addr, sc->str, sizeof sc->str);
     sc->have = 1;
   }
   return sc->str;
@@ -170,7 +172,7 @@ static uint32_t sessions_from_ip(tmk_relay* r, const struct sockaddr* src) {
     if (s->replay || s->ended) continue;
     const struct sockaddr* a =
         s->conn ? (const struct sockaddr*)&s->conn->peer : (const struct sockaddr*)&s->addr;
-    if ((s->has_addr || s->conn) && tmk__same_ip(a, src)) n++;
+    if ((s->has_addr || s->conn) && same_ip(a, src)) n++;
   }
   return n;
 }
@@ -187,7 +189,7 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
   if (s) return s;
   if (sessions_from_ip(r, src) >= per_source_limit(r)) {
     r->rejected_sessions++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                      "%s: refused new session %016llx: this source already has %u sessions "
                      "(limit is half of --max-sessions)",
                      src_name(sc), (unsigned long long)sid, per_source_limit(r));
@@ -198,7 +200,7 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
   if (tmk__session_register(r, s) != 0) {
     tmk__session_unref(s);
     r->rejected_sessions++;
-    tmk__log_limited(TMK_LOG_WARN, "max-sessions", now,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, "max-sessions", now,
                      "refused new session %016llx from %s: %u sessions are live (--max-sessions)",
                      (unsigned long long)sid, src_name(sc), r->cfg.max_sessions);
     return NULL;
@@ -212,7 +214,7 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
   if (r->cfg.record_all) {
     char err[256];
     if (tmk__session_record_start(s, NULL, 0, err, sizeof err) != 0)
-      tmk__log(TMK_LOG_ERROR, "session %s: %s", s->id, err);
+      tmk_relay__log(&r->log, TMK_LOG_ERROR, "session %s: %s", s->id, err);
   }
   return s;
 }
@@ -225,7 +227,7 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
   if (c) {
     if (s->conn == c) return 0;
     /* A session moves to TCP (or reconnects) only with a HELLO from the same host. */
-    if (!is_hello || !tmk__same_ip(bound, src)) return -1;
+    if (!is_hello || !same_ip(bound, src)) return -1;
     if (c->session && c->session != s) return -1;
     s->conn = c;
     c->session = s;
@@ -237,7 +239,7 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
     pthread_mutex_unlock(&s->mu);
     return 0;
   }
-  if (!tmk__same_ip(bound, src)) return -1;
+  if (!same_ip(bound, src)) return -1;
   if (!s->conn && is_hello) memcpy(&s->addr, src, addr_len(src)); /* port may change */
   return 0;
 }
@@ -261,7 +263,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   if (rc == 0) rc = tmk_proto_read_hello(&rd, &hello);
   if (rc < 0) {
     r->garbage++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: bad HELLO for session %016llx (%s)",
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: bad HELLO for session %016llx (%s)",
                      src_name(sc), (unsigned long long)h->session_id, tmk_strerror(rc));
     send_reject(r, c, src, h->session_id, TMK_REJECT_BAD_HELLO,
                 "telemark-relay: malformed HELLO; update the agent to match the relay");
@@ -274,7 +276,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
              "relay from the same telemark version",
              TMK_RELAY_VERSION, TMK_PROTO_VERSION, hello.proto_version);
     if (first_reject(h->session_id))
-      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
                        src_name(sc), (unsigned long long)h->session_id, text);
     send_reject(r, c, src, h->session_id, TMK_REJECT_VERSION, text);
     return;
@@ -289,7 +291,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   int first = !s->info.has_hello;
   if (bind_source(s, src, c, sc, 1) != 0) {
     s->spoofed++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                      "%s: HELLO for session %016llx, which belongs to another address; dropped",
                      src_name(sc), (unsigned long long)h->session_id);
     return;
@@ -297,7 +299,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   mark_live(s, now);
   tmk__session_apply(s, p, len, r->scratch);
   if (first || (!was_tcp && s->conn)) {
-    tmk__log(TMK_LOG_INFO,
+    tmk_relay__log(&r->log, TMK_LOG_INFO,
              "session %s: WELCOME %.*s (%.*s/%.*s, agent %.*s, %llu Hz) over %s from %s", s->id,
              (int)hello.program.len, hello.program.ptr, (int)hello.platform.len,
              hello.platform.ptr, (int)hello.arch.len, hello.arch.ptr,
@@ -321,7 +323,7 @@ static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_pr
     int rc = validate_data(r, p, len);
     if (rc < 0) {
       r->garbage++;
-      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                        "%s: undecodable DATA for unknown session %016llx (%s); dropped", src_name(sc),
                        (unsigned long long)h->session_id, tmk_strerror(rc));
       return;
@@ -332,18 +334,18 @@ static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_pr
       c->session = s;
       s->conn = c;
     }
-    tmk__log(TMK_LOG_INFO, "session %s: data over %s from %s before any HELLO (target unknown)",
+    tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: data over %s from %s before any HELLO (target unknown)",
              s->id, c ? "tcp" : "udp", src_name(sc));
   } else if (bind_source(s, src, c, sc, 0) != 0) {
     s->spoofed++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                      "%s: DATA for session %016llx, which belongs to another address; dropped",
                      src_name(sc), (unsigned long long)h->session_id);
     return;
   }
   mark_live(s, now);
   if (tmk__reorder_push(&s->ro, h->seq, p, len, now, deliver, s) == TMK_ENOMEM)
-    tmk__log_limited(TMK_LOG_ERROR, "oom", now, "out of memory holding packets for reordering");
+    tmk_relay__log_limited(&r->log, TMK_LOG_ERROR, "oom", now, "out of memory holding packets for reordering");
   /* counters reach the API on the next tick (tmk__ingest_tick) */
 }
 
@@ -370,13 +372,13 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
                "and relay from the same telemark version",
                TMK_RELAY_VERSION, TMK_PROTO_VERSION, p[3]);
       if (first_reject(sid))
-        tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
+        tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
                          src_name(sc), (unsigned long long)sid, text);
       send_reject(r, c, src, sid, TMK_REJECT_VERSION, text);
       return;
     }
     r->garbage++;
-    tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: dropped %zu-byte packet: %s", src_name(sc), len,
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: dropped %zu-byte packet: %s", src_name(sc), len,
                      tmk_strerror(rc));
     return;
   }
@@ -402,14 +404,14 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
       info = s->info;
       tmk__store_fill_info(s->store, &info);
       pthread_mutex_unlock(&s->mu);
-      tmk__log(TMK_LOG_INFO, "session %s: BYE (%llu records, %llu zones, %llu lost packets)",
+      tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: BYE (%llu records, %llu zones, %llu lost packets)",
                s->id, (unsigned long long)info.stats.records,
                (unsigned long long)info.stats.zones, (unsigned long long)info.stats.lost);
       break;
     }
     default:
       r->garbage++;
-      tmk__log_limited(TMK_LOG_WARN, src_name(sc), now, "%s: unexpected %s packet from an agent",
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: unexpected %s packet from an agent",
                        src_name(sc), tmk_proto_packet_type_name(h.type));
       break;
   }
@@ -461,7 +463,7 @@ static void conn_close(tmk__conn* c) {
     pthread_mutex_lock(&s->mu);
     s->info.live = 0;
     pthread_mutex_unlock(&s->mu);
-    tmk__log(TMK_LOG_INFO, "session %s: tcp connection from %s closed", s->id, c->peer_str);
+    tmk_relay__log(&c->relay->log, TMK_LOG_INFO, "session %s: tcp connection from %s closed", s->id, c->peer_str);
   }
   uv_close((uv_handle_t*)&c->tcp, conn_closed);
 }
@@ -487,7 +489,7 @@ static void conn_read(uv_stream_t* st, ssize_t nread, const uv_buf_t* buf) {
     int n = tmk_proto_frame_parse(c->buf + off, c->len - off, &plen);
     if (n < 0) {
       r->garbage++;
-      tmk__log_limited(TMK_LOG_WARN, c->peer_str, uv_now(r->loop),
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, c->peer_str, uv_now(r->loop),
                        "%s: bad TCP framing (%s); closing the connection", c->peer_str,
                        tmk_strerror(n));
       conn_close(c);
@@ -524,16 +526,16 @@ static void on_connection(uv_stream_t* server, int status) {
   }
   int alen = sizeof c->peer;
   uv_tcp_getpeername(&c->tcp, (struct sockaddr*)&c->peer, &alen);
-  tmk__addr_str((const struct sockaddr*)&c->peer, c->peer_str, sizeof c->peer_str);
+  addr_str((const struct sockaddr*)&c->peer, c->peer_str, sizeof c->peer_str);
   uint32_t same = 0;
   for (tmk__conn* o = r->conns; o; o = o->next)
     if (o != c && !o->closing &&
-        tmk__same_ip((const struct sockaddr*)&o->peer, (const struct sockaddr*)&c->peer))
+        same_ip((const struct sockaddr*)&o->peer, (const struct sockaddr*)&c->peer))
       same++;
   if (r->nconns > TMK__MAX_CONNS || same >= per_source_limit(r)) {
     char ip[64];
     ip_str((const struct sockaddr*)&c->peer, ip, sizeof ip);
-    tmk__log_limited(TMK_LOG_WARN, ip, uv_now(r->loop),
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, ip, uv_now(r->loop),
                      "%s: too many TCP connections (%u open, %u from this host); refused",
                      c->peer_str, r->nconns - 1, same);
     conn_close(c);
@@ -554,7 +556,7 @@ int tmk__ingest_start(tmk_relay* r) {
   else
     rc = uv_ip4_addr(r->cfg.listen_host, r->cfg.listen_port, (struct sockaddr_in*)&addr);
   if (rc) {
-    tmk__log(TMK_LOG_ERROR, "--listen: '%s' is not an IP address", r->cfg.listen_host);
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "--listen: '%s' is not an IP address", r->cfg.listen_host);
     return rc;
   }
   r->udp_buf_size = (size_t)UDP_BATCH * 64 * 1024;
@@ -567,7 +569,7 @@ int tmk__ingest_start(tmk_relay* r) {
   rc = uv_tcp_bind(&r->tcp, (const struct sockaddr*)&addr, 0);
   if (rc == 0) rc = uv_listen((uv_stream_t*)&r->tcp, 128, on_connection);
   if (rc) {
-    tmk__log(TMK_LOG_ERROR, "cannot listen on tcp %s:%d: %s (is another relay running? choose "
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "cannot listen on tcp %s:%d: %s (is another relay running? choose "
              "another port with --listen)", r->cfg.listen_host, r->cfg.listen_port,
              uv_strerror(rc));
     return rc;
@@ -586,7 +588,7 @@ int tmk__ingest_start(tmk_relay* r) {
   r->udp_open = 1;
   rc = uv_udp_bind(&r->udp, (const struct sockaddr*)&addr, 0);
   if (rc) {
-    tmk__log(TMK_LOG_ERROR, "cannot bind udp %s:%d: %s (is another relay running? choose "
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "cannot bind udp %s:%d: %s (is another relay running? choose "
              "another port with --listen)", r->cfg.listen_host, port, uv_strerror(rc));
     return rc;
   }
@@ -603,7 +605,7 @@ int tmk__ingest_start(tmk_relay* r) {
     uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
   rc = uv_udp_recv_start(&r->udp, udp_alloc, udp_recv);
   if (rc) {
-    tmk__log(TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));
     return rc;
   }
   r->bound_port = port;

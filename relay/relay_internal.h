@@ -28,18 +28,17 @@ typedef struct tmk_relay_config {
   char data_dir[260];
   int record_all;
   uint32_t max_sessions;
+  tmk_relay_http_hook hook_fn[TMK_RELAY_MAX_HOOKS];
+  void* hook_ud[TMK_RELAY_MAX_HOOKS];
   size_t session_memory;
   uint32_t reorder_packets;
   uint32_t reorder_ms;
-  int log_level;
   uint32_t stats_interval_ms;
   char clickhouse_url[512];      /* --clickhouse: history sink, "" = off (docs/CLICKHOUSE.md) */
   char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
   uint64_t clickhouse_spill_max;  /* bytes; 0 = 1 GiB */
 } tmk_relay_config;
 
-/* Fills the defaults documented in --help. */
-void tmk__config_defaults(tmk_relay_config* c);
 
 typedef struct tmk__session tmk__session;
 
@@ -98,12 +97,14 @@ typedef struct tmk__cmd tmk__cmd;
 
 struct tmk_relay {
   tmk_relay_config cfg;
-  uv_loop_t* loop;
+  tmk__logger log;              /* desc.log; thread-safe */
+  uv_loop_t* loop;              /* = &loop_storage */
+  uv_loop_t loop_storage;
+  uv_async_t stop_async;        /* tmk_relay_stop -> the loop */
   uv_udp_t udp;
   uv_tcp_t tcp;
   uv_timer_t tick;
   uv_async_t cmd_async;
-  uv_signal_t sigint, sigterm;
   int udp_open, tcp_open, stopping;
   int bound_port;
   uint8_t* udp_buf;
@@ -130,8 +131,11 @@ struct tmk_relay {
   uint64_t records_at_last_stats;
   uint64_t lost_at_last_stats, packets_at_last_stats, garbage_at_last_stats;
   uint64_t last_stats_ms;
+  uint64_t last_second_ms, last_sync_ms; /* [loop] periodic session work */
+  /* HTTP server (relay_api.c) */
   struct mg_context* http;
   int http_port_bound;
+  char http_start_error[256];   /* civetweb's first message while starting */
   tmk__ch* ch;                  /* --clickhouse history sink, NULL without */
 };
 
@@ -183,17 +187,9 @@ void tmk__control_tick(tmk_relay* r, uint64_t now_ms);
 /* [loop] fails every queued command (shutdown). */
 void tmk__control_drain(tmk_relay* r);
 
-/* ---- relay_http.c ------------------------------------------------------------------------- */
+/* ---- relay_api.c ------------------------------------------------------------------------- */
 /* Starts civetweb on cfg.http_*; returns 0 or TMK_ESOCKET (message logged). */
 int tmk__http_start(tmk_relay* r);
 void tmk__http_stop(tmk_relay* r);
-
-/* ---- relay_main.c (relay object) and relay_ingest.c (addresses) ---------------------------- */
-tmk_relay* tmk__relay_new(const tmk_relay_config* cfg);
-void tmk__relay_free(tmk_relay* r);
-/* Formats a sockaddr as "ip:port". */
-void tmk__addr_str(const struct sockaddr* sa, char* out, size_t cap);
-/* 1 if both addresses have the same IP (ports ignored). */
-int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b);
 
 #endif /* TMK_RELAY_INTERNAL_H */

@@ -1,6 +1,7 @@
-/* relay_log.c — the relay's log: one line per event on stderr with a level, and a rate-limited
- * variant for bad input so that a hostile or broken sender cannot flood the log (one line per
- * source per interval, with a count of what was suppressed). */
+/* relay_log.c — a relay's log: one line per event, handed with its level to the logger given in
+ * tmk_relay_desc.log (none: silent), and a rate-limited variant for bad input so that a hostile
+ * or broken sender cannot flood the log (one line per source per interval, with a count of what
+ * was suppressed). tmk_relay_log_to_file is the stock logger telemark-relay uses. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <string.h>
@@ -8,22 +9,21 @@
 
 #include "relay_core.h"
 
-static int g_level = TMK_LOG_INFO;
-static FILE* g_out;
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-
 static const char* const k_names[] = {"error", "warn", "info", "debug"};
 
-void tmk__log_setup(int level, FILE* out) {
-  g_level = level;
-  g_out = out;
+void tmk__logger_init(tmk__logger* lg, tmk_relay_log_fn fn, void* ud, int level) {
+  memset(lg, 0, sizeof *lg);
+  lg->fn = fn;
+  lg->ud = ud;
+  lg->level = level ? level : TMK_LOG_INFO;
+  pthread_mutex_init(&lg->mu, NULL);
 }
 
-int tmk__log_level(void) { return g_level; }
+void tmk__logger_free(tmk__logger* lg) { pthread_mutex_destroy(&lg->mu); }
 
-int tmk__log_parse_level(const char* s) {
+int tmk_relay__log_parse_level(const char* s) {
   for (int i = 0; i < 4; i++)
-    if (strcmp(s, k_names[i]) == 0) return i;
+    if (strcmp(s, k_names[i]) == 0) return i + 1;
   if (strcmp(s, "warning") == 0) return TMK_LOG_WARN;
   return -1;
 }
@@ -40,55 +40,56 @@ uint64_t tmk__unix_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void vlog(int level, const char* prefix, const char* fmt, va_list ap) {
-  FILE* out = g_out ? g_out : stderr;
+void tmk_relay_log_to_file(void* file, int level, const char* line) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* whole lines, whoever logs */
+  FILE* out = file ? file : stderr;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   time_t t = ts.tv_sec;
   gmtime_r(&t, &tm);
-  pthread_mutex_lock(&g_mu);
-  fprintf(out, "%02d:%02d:%02d.%03ld %-5s %s", tm.tm_hour, tm.tm_min, tm.tm_sec,
-          ts.tv_nsec / 1000000L, k_names[level], prefix);
-  vfprintf(out, fmt, ap);
-  fputc('\n', out);
+  if (level < TMK_LOG_ERROR || level > TMK_LOG_DEBUG) level = TMK_LOG_ERROR;
+  pthread_mutex_lock(&mu);
+  fprintf(out, "%02d:%02d:%02d.%03ld %-5s %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
+          ts.tv_nsec / 1000000L, k_names[level - 1], line);
   fflush(out);
-  pthread_mutex_unlock(&g_mu);
+  pthread_mutex_unlock(&mu);
 }
 
-void tmk__log(int level, const char* fmt, ...) {
-  if (level > g_level) return;
+static void vlog(tmk__logger* lg, int level, const char* prefix, const char* fmt, va_list ap) {
+  char line[1024];
+  size_t n = strlen(prefix);
+  if (n >= sizeof line) n = sizeof line - 1;
+  memcpy(line, prefix, n);
+  vsnprintf(line + n, sizeof line - n, fmt, ap);
+  lg->fn(lg->ud, level, line);
+}
+
+void tmk_relay__log(tmk__logger* lg, int level, const char* fmt, ...) {
+  if (!lg->fn || level > lg->level) return;
   va_list ap;
   va_start(ap, fmt);
-  vlog(level, "", fmt, ap);
+  vlog(lg, level, "", fmt, ap);
   va_end(ap);
 }
 
 /* Rate limiting: a small open-addressed table of keys; when full, the oldest entry is reused,
  * so memory stays bounded whatever the number of sources. */
-#define LIMIT_SLOTS 256
-typedef struct limit_slot {
-  char key[64];
-  uint64_t last_ms;
-  uint64_t suppressed;
-  int used;
-} limit_slot;
-static limit_slot g_slots[LIMIT_SLOTS];
-
 static uint32_t hash_str(const char* s) {
   uint32_t h = 2166136261u;
   for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
   return h;
 }
 
-void tmk__log_limited(int level, const char* key, uint64_t now_ms, const char* fmt, ...) {
-  if (level > g_level) return;
-  pthread_mutex_lock(&g_mu);
+void tmk_relay__log_limited(tmk__logger* lg, int level, const char* key, uint64_t now_ms,
+                            const char* fmt, ...) {
+  if (!lg->fn || level > lg->level) return;
+  pthread_mutex_lock(&lg->mu);
   uint32_t h = hash_str(key);
-  limit_slot* slot = NULL;
-  limit_slot* oldest = NULL;
+  struct tmk__log_slot* slot = NULL;
+  struct tmk__log_slot* oldest = NULL;
   for (uint32_t i = 0; i < 8; i++) {
-    limit_slot* s = &g_slots[(h + i) % LIMIT_SLOTS];
+    struct tmk__log_slot* s = &lg->slots[(h + i) % TMK__LOG_LIMIT_SLOTS];
     if (s->used && strncmp(s->key, key, sizeof s->key - 1) == 0) {
       slot = s;
       break;
@@ -99,7 +100,7 @@ void tmk__log_limited(int level, const char* key, uint64_t now_ms, const char* f
   if (slot) {
     if (now_ms - slot->last_ms < TMK__LOG_INTERVAL_MS) {
       slot->suppressed++;
-      pthread_mutex_unlock(&g_mu);
+      pthread_mutex_unlock(&lg->mu);
       return;
     }
     suppressed = slot->suppressed;
@@ -110,7 +111,7 @@ void tmk__log_limited(int level, const char* key, uint64_t now_ms, const char* f
   }
   slot->last_ms = now_ms;
   slot->suppressed = 0;
-  pthread_mutex_unlock(&g_mu);
+  pthread_mutex_unlock(&lg->mu);
 
   char prefix[96];
   if (suppressed)
@@ -119,6 +120,6 @@ void tmk__log_limited(int level, const char* key, uint64_t now_ms, const char* f
     prefix[0] = 0;
   va_list ap;
   va_start(ap, fmt);
-  vlog(level, prefix, fmt, ap);
+  vlog(lg, level, prefix, fmt, ap);
   va_end(ap);
 }

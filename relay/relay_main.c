@@ -1,10 +1,11 @@
-/* relay_main.c — telemark-relay's command line and lifecycle: parses and checks the flags, starts
- * ingest, the HTTP server and the timers on one libuv loop, logs a stats line periodically, and
- * on SIGINT/SIGTERM stops accepting, flushes and closes recordings and exits 0. */
+/* relay_main.c — telemark-relay's command line: parses and checks the flags into a tmk_relay_desc
+ * and a tmk_relay_web_desc, installs SIGINT/SIGTERM (which stop the relay: it flushes and closes
+ * recordings and exits 0), then creates, runs and destroys the relay (tmk_relay.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,7 +17,26 @@
 /* Exit codes (also in --help). */
 enum { EXIT_USAGE = 2, EXIT_NET = 3, EXIT_DATA_DIR = 4, EXIT_OTHER = 1 };
 
-void tmk__config_defaults(tmk_relay_config* c) {
+/* The flags, with the CLI's defaults (documented in --help). */
+typedef struct cli_opts {
+  char listen_host[64];
+  int listen_port;
+  char http_host[64];
+  int http_port; /* -1 = off */
+  char data_dir[260];
+  int record_all;
+  uint32_t max_sessions;
+  size_t session_memory;
+  uint32_t reorder_packets, reorder_ms;
+  int log_level;
+  char token[80];
+  char team_names[32][64];
+  char clickhouse_url[512];       /* --clickhouse, "" = off */
+  char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
+  uint64_t clickhouse_spill_max;
+} cli_opts;
+
+static void cli_defaults(cli_opts* c) {
   memset(c, 0, sizeof *c);
   snprintf(c->listen_host, sizeof c->listen_host, "0.0.0.0");
   c->listen_port = TMK_PROTO_DEFAULT_PORT;
@@ -28,7 +48,6 @@ void tmk__config_defaults(tmk_relay_config* c) {
   c->reorder_packets = 256;
   c->reorder_ms = 100;
   c->log_level = TMK_LOG_INFO;
-  c->stats_interval_ms = 10000;
 }
 
 static void usage(FILE* out) {
@@ -145,13 +164,9 @@ static int parse_window(const char* s, uint32_t* ms, uint32_t* packets) {
   return any ? 0 : -1;
 }
 
-/* Dashboard options (tmk_relay_web.h): the access token and team names. */
-static char g_token[80];
-static char g_team_names[32][64];
-
 /* Returns 0 with cfg filled, -1 to exit 0 (help/version), or an exit code. */
-static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
-  tmk__config_defaults(cfg);
+static int parse_args(int argc, char** argv, cli_opts* cfg) {
+  cli_defaults(cfg);
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
     const char* v = NULL;
@@ -192,18 +207,9 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
     }
     if (strcmp(a, "--token") == 0) {
       size_t n = strlen(v);
-      if (n < 8 || n >= sizeof g_token || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~") != n)
+      if (n < 8 || n >= sizeof cfg->token || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~") != n)
         return bad_flag("--token '%s': expected 8..79 characters from A-Z a-z 0-9 - _ . ~%s", v, "");
-      memcpy(g_token, v, n + 1);
-      continue;
-    }
-    if (strcmp(a, "--team") == 0) {
-      char* end;
-      errno = 0;
-      long bit = strtol(v, &end, 10);
-      if (errno || end == v || *end != '=' || bit < 0 || bit > 31 || !end[1] || strlen(end + 1) >= sizeof g_team_names[0])
-        return bad_flag("--team '%s': expected BIT=NAME with BIT 0..31 and a name of 1..63 bytes%s", v, "");
-      snprintf(g_team_names[bit], sizeof g_team_names[bit], "%s", end + 1);
+      memcpy(cfg->token, v, n + 1);
       continue;
     }
     if (strcmp(a, "--clickhouse") == 0) {
@@ -227,6 +233,15 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
       if (!*v || strlen(v) >= sizeof cfg->clickhouse_spill_dir)
         return bad_flag("--clickhouse-spill-dir '%s': empty or too long%s", v, "");
       snprintf(cfg->clickhouse_spill_dir, sizeof cfg->clickhouse_spill_dir, "%s", v);
+      continue;
+    }
+    if (strcmp(a, "--team") == 0) {
+      char* end;
+      errno = 0;
+      long bit = strtol(v, &end, 10);
+      if (errno || end == v || *end != '=' || bit < 0 || bit > 31 || !end[1] || strlen(end + 1) >= sizeof cfg->team_names[0])
+        return bad_flag("--team '%s': expected BIT=NAME with BIT 0..31 and a name of 1..63 bytes%s", v, "");
+      snprintf(cfg->team_names[bit], sizeof cfg->team_names[bit], "%s", end + 1);
       continue;
     }
     if (strcmp(a, "--listen") == 0) {
@@ -256,7 +271,7 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
         return bad_flag("--reorder-window '%s': expected e.g. 100ms, 256p or 100ms,256p "
                         "(1..60000 ms, 2..65536 packets)%s", v, "");
     } else if (strcmp(a, "--log-level") == 0) {
-      int l = tmk__log_parse_level(v);
+      int l = tmk_relay__log_parse_level(v);
       if (l < 0) return bad_flag("--log-level '%s': expected error, warn, info or debug%s", v, "");
       cfg->log_level = l;
     }
@@ -265,103 +280,25 @@ static int parse_args(int argc, char** argv, tmk_relay_config* cfg) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Relay object and loop
+ * Lifecycle
  * ------------------------------------------------------------------------------------------- */
-tmk_relay* tmk__relay_new(const tmk_relay_config* cfg) {
-  tmk_relay* r = calloc(1, sizeof *r);
-  if (!r) return NULL;
-  r->cfg = *cfg;
-  r->scratch = malloc(TMK_PROTO_MAX_BODY);
-  if (!r->scratch) {
-    free(r);
-    return NULL;
-  }
-  pthread_mutex_init(&r->reg_mu, NULL);
-  pthread_mutex_init(&r->cmd_mu, NULL);
-  return r;
+static tmk_relay* g_relay; /* for the signal handler only */
+
+/* main's own lines go to the same logger as the relay's. */
+static void log_info(const cli_opts* cfg, const char* fmt, ...) TMK__PRINTF(2, 3);
+static void log_info(const cli_opts* cfg, const char* fmt, ...) {
+  if (cfg->log_level < TMK_LOG_INFO) return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  tmk_relay_log_to_file(stderr, TMK_LOG_INFO, line);
 }
 
-void tmk__relay_free(tmk_relay* r) {
-  tmk__ch_free(r->ch); /* joins the sink thread (after tmk__ch_shutdown it has drained) */
-  for (uint32_t i = 0; i < r->nsessions; i++) tmk__session_unref(r->sessions[i]);
-  free(r->sessions);
-  free(r->scratch);
-  free(r->udp_buf);
-  pthread_mutex_destroy(&r->reg_mu);
-  pthread_mutex_destroy(&r->cmd_mu);
-  free(r);
-}
-
-static void stats_line(tmk_relay* r, uint64_t now) {
-  uint64_t records = 0, lost = 0, packets = 0;
-  uint32_t live = 0;
-  for (uint32_t i = 0; i < r->nsessions; i++) {
-    tmk__session* s = r->sessions[i];
-    if (s->replay) continue;
-    pthread_mutex_lock(&s->mu);
-    tmk_relay_session_info info = s->info;
-    tmk__store_fill_info(s->store, &info);
-    pthread_mutex_unlock(&s->mu);
-    records += info.stats.records;
-    lost += info.stats.lost;
-    packets += info.stats.packets;
-    live += info.live ? 1u : 0u;
-  }
-  double secs = (double)(now - r->last_stats_ms) / 1000.0;
-  if (secs <= 0) secs = 1;
-  uint64_t d_rec = records - r->records_at_last_stats, d_lost = lost - r->lost_at_last_stats;
-  uint64_t d_pk = packets - r->packets_at_last_stats;
-  uint64_t garbage = atomic_load(&r->garbage);
-  tmk__log(TMK_LOG_INFO,
-           "stats: %u sessions (%u live), %.0f records/s, %.0f packets/s, lost %llu of %llu "
-           "packets (%.3f%%), %llu bad packets",
-           r->nsessions, live, (double)d_rec / secs, (double)d_pk / secs,
-           (unsigned long long)d_lost, (unsigned long long)(d_pk + d_lost),
-           d_pk + d_lost ? 100.0 * (double)d_lost / (double)(d_pk + d_lost) : 0.0,
-           (unsigned long long)(garbage - r->garbage_at_last_stats));
-  r->records_at_last_stats = records;
-  r->lost_at_last_stats = lost;
-  r->packets_at_last_stats = packets;
-  r->garbage_at_last_stats = garbage;
-  r->last_stats_ms = now;
-}
-
-static uint64_t g_last_second, g_last_sync;
-
-static void on_tick(uv_timer_t* t) {
-  tmk_relay* r = t->data;
-  uint64_t now = uv_now(r->loop);
-  tmk__ingest_tick(r, now);
-  tmk__control_tick(r, now);
-  if (r->ch) tmk__ch_tick(r->ch, r, now);
-  if (now - g_last_second >= 1000) {
-    int sync = now - g_last_sync >= 5000;
-    if (sync) g_last_sync = now;
-    tmk__sessions_periodic(r, now, sync);
-    g_last_second = now;
-  }
-  if (r->cfg.stats_interval_ms && now - r->last_stats_ms >= r->cfg.stats_interval_ms)
-    stats_line(r, now);
-}
-
-static void shutdown_relay(tmk_relay* r, const char* why) {
-  if (r->stopping) return;
-  tmk__log(TMK_LOG_INFO, "%s: stopping (flushing recordings)", why);
-  tmk__ingest_stop(r);
-  tmk__control_drain(r);
-  tmk__sessions_shutdown(r);
-  if (r->ch) tmk__ch_shutdown(r->ch, r, 3000); /* send for up to 3 s, spill the rest */
-  tmk__http_stop(r);
-  uv_timer_stop(&r->tick);
-  uv_close((uv_handle_t*)&r->tick, NULL);
-  tmk__control_close(r);
-  uv_close((uv_handle_t*)&r->sigint, NULL);
-  uv_close((uv_handle_t*)&r->sigterm, NULL);
-}
-
-static void on_signal(uv_signal_t* h, int signum) {
-  tmk_relay* r = h->data;
-  shutdown_relay(r, signum == SIGINT ? "SIGINT" : "SIGTERM");
+static void on_signal(int signum) {
+  (void)signum;
+  tmk_relay_stop(g_relay); /* uv_async_send: async-signal-safe */
 }
 
 static int check_data_dir(const char* dir) {
@@ -391,82 +328,78 @@ static int check_data_dir(const char* dir) {
 }
 
 int main(int argc, char** argv) {
-  tmk_relay_config cfg;
+  cli_opts cfg;
   int rc = parse_args(argc, argv, &cfg);
   if (rc < 0) return 0;
   if (rc > 0) return rc;
-  tmk__log_setup(cfg.log_level, stderr);
   if ((rc = check_data_dir(cfg.data_dir)) != 0) return rc;
   signal(SIGPIPE, SIG_IGN);
   signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the write (EFBIG), it must not kill us */
 
-  tmk_relay* r = tmk__relay_new(&cfg);
-  if (!r) {
-    fprintf(stderr, "telemark-relay: out of memory\n");
-    return EXIT_OTHER;
-  }
-  if (cfg.clickhouse_url[0]) { /* the history sink (docs/CLICKHOUSE.md) */
-    char spill[600], err[300];
-    if (cfg.clickhouse_spill_dir[0]) snprintf(spill, sizeof spill, "%s", cfg.clickhouse_spill_dir);
-    else snprintf(spill, sizeof spill, "%s/clickhouse-spill", cfg.data_dir);
-    tmk__ch_desc cd;
-    memset(&cd, 0, sizeof cd);
-    cd.url = cfg.clickhouse_url;
-    cd.spill_dir = spill;
-    cd.spill_max = cfg.clickhouse_spill_max;
-    r->ch = tmk__ch_new(&cd, err, sizeof err);
-    if (!r->ch) {
-      fprintf(stderr, "telemark-relay: %s\n", err);
-      tmk__relay_free(r);
-      return EXIT_DATA_DIR;
-    }
-  }
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  r->loop = &loop;
-  /* The dashboard: embedded page, live stream, token when --http is not loopback. */
-  tmk_relay_web_desc web;
-  memset(&web, 0, sizeof web);
-  if (!g_token[0] && cfg.http_port >= 0 && !tmk_relay_web_is_loopback(cfg.http_host) &&
-      tmk_relay_web_make_token(g_token, sizeof g_token) != 0) {
-    fprintf(stderr, "telemark-relay: cannot generate an access token (/dev/urandom); give one with --token\n");
-    return EXIT_OTHER;
-  }
-  web.token = g_token;
-  web.check_origin = 1;
-  for (int b = 0; b < 32; b++) web.team_names[b] = g_team_names[b][0] ? g_team_names[b] : NULL;
-  if (cfg.http_port >= 0) tmk_relay_web_install(r, &web);
-  int exit_code = 0;
-  if (tmk__ingest_start(r) != 0) {
-    exit_code = EXIT_NET;
-  } else if (tmk__http_start(r) != 0) {
-    exit_code = EXIT_NET;
-  }
-  if (exit_code) {
-    tmk__ingest_stop(r);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    tmk__relay_free(r);
-    return exit_code;
-  }
-  tmk__control_init(r);
-  uv_timer_init(&loop, &r->tick);
-  r->tick.data = r;
-  uv_timer_start(&r->tick, on_tick, TMK__TICK_MS, TMK__TICK_MS);
-  uv_signal_init(&loop, &r->sigint);
-  uv_signal_init(&loop, &r->sigterm);
-  r->sigint.data = r->sigterm.data = r;
-  uv_signal_start(&r->sigint, on_signal, SIGINT);
-  uv_signal_start(&r->sigterm, on_signal, SIGTERM);
-  r->last_stats_ms = g_last_second = g_last_sync = uv_now(&loop);
+  tmk_relay_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.listen_host = cfg.listen_host;
+  desc.listen_port = cfg.listen_port;
+  desc.http_host = cfg.http_port >= 0 ? cfg.http_host : NULL;
+  desc.http_port = cfg.http_port >= 0 ? cfg.http_port : 0;
+  desc.data_dir = cfg.data_dir;
+  desc.record_all = cfg.record_all;
+  desc.max_sessions = cfg.max_sessions;
+  desc.session_memory = cfg.session_memory;
+  desc.reorder_packets = cfg.reorder_packets;
+  desc.reorder_ms = cfg.reorder_ms;
+  desc.log.fn = tmk_relay_log_to_file;
+  desc.log.ud = stderr;
+  desc.log.level = cfg.log_level;
+  desc.clickhouse.url = cfg.clickhouse_url[0] ? cfg.clickhouse_url : NULL;
+  desc.clickhouse.spill_dir = cfg.clickhouse_spill_dir[0] ? cfg.clickhouse_spill_dir : NULL;
+  desc.clickhouse.spill_max = cfg.clickhouse_spill_max;
 
+  /* The dashboard: embedded page, live stream, token when --http is not loopback. */
+  tmk_relay_web* web = NULL;
+  if (cfg.http_port >= 0) {
+    if (!cfg.token[0] && !tmk_relay_web_is_loopback(cfg.http_host) &&
+        tmk_relay_web_make_token(cfg.token, sizeof cfg.token) != 0) {
+      fprintf(stderr, "telemark-relay: cannot generate an access token (/dev/urandom); give one with --token\n");
+      return EXIT_OTHER;
+    }
+    tmk_relay_web_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.token = cfg.token;
+    wd.check_origin = 1;
+    for (int b = 0; b < 32; b++) wd.team_names[b] = cfg.team_names[b][0] ? cfg.team_names[b] : NULL;
+    if (tmk_relay_web_create(&wd, &web) != 0) {
+      fprintf(stderr, "telemark-relay: out of memory\n");
+      return EXIT_OTHER;
+    }
+    desc.http_hooks[0].fn = tmk_relay_web_hook;
+    desc.http_hooks[0].ud = web;
+  }
+
+  tmk_relay* r = NULL;
+  rc = tmk_relay_create(&desc, &r);
+  if (rc != 0) {
+    tmk_relay_web_destroy(web);
+    if (rc == TMK_ENOMEM) fprintf(stderr, "telemark-relay: out of memory\n");
+    return rc == TMK_ESOCKET ? EXIT_NET : EXIT_OTHER;
+  }
+  g_relay = r;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  int http_port = tmk_relay_http_port(r);
   if (cfg.http_port >= 0)
-    tmk__log(TMK_LOG_INFO, "telemark-relay %s: listening on %s:%d (udp+tcp), http://%s:%d/, "
-             "data in %s%s", TMK_RELAY_VERSION, cfg.listen_host, r->bound_port, cfg.http_host,
-             r->http_port_bound, cfg.data_dir, cfg.record_all ? ", recording all sessions" : "");
+    log_info(&cfg, "telemark-relay %s: listening on %s:%d (udp+tcp), http://%s:%d/, "
+             "data in %s%s", TMK_RELAY_VERSION, cfg.listen_host, tmk_relay_listen_port(r),
+             cfg.http_host, http_port, cfg.data_dir,
+             cfg.record_all ? ", recording all sessions" : "");
   else
-    tmk__log(TMK_LOG_INFO, "telemark-relay %s: listening on %s:%d (udp+tcp), http off, data in "
-             "%s%s", TMK_RELAY_VERSION, cfg.listen_host, r->bound_port, cfg.data_dir,
+    log_info(&cfg, "telemark-relay %s: listening on %s:%d (udp+tcp), http off, data in "
+             "%s%s", TMK_RELAY_VERSION, cfg.listen_host, tmk_relay_listen_port(r), cfg.data_dir,
              cfg.record_all ? ", recording all sessions" : "");
 
   if (cfg.http_port >= 0) {
@@ -479,13 +412,15 @@ int main(int argc, char** argv) {
     }
     int v6 = strchr(host, ':') != NULL;
     printf("telemark-relay: dashboard at http://%s%s%s:%d/%s%s\n", v6 ? "[" : "", host, v6 ? "]" : "",
-           r->http_port_bound, g_token[0] ? "?token=" : "", g_token);
+           http_port, cfg.token[0] ? "?token=" : "", cfg.token);
     fflush(stdout);
   }
 
-  uv_run(&loop, UV_RUN_DEFAULT);
-  uv_loop_close(&loop);
-  tmk__log(TMK_LOG_INFO, "stopped");
-  tmk__relay_free(r);
+  tmk_relay_run(r);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  g_relay = NULL;
+  tmk_relay_destroy(r);
+  tmk_relay_web_destroy(web);
   return 0;
 }

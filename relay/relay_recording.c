@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,8 +17,8 @@
 /* ---------------------------------------------------------------------------------------------
  * CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), table-driven
  * ------------------------------------------------------------------------------------------- */
-static uint32_t g_crc_table[256];
-static int g_crc_ready;
+static uint32_t g_crc_table[256]; /* filled once per process (relays on several threads share it) */
+static pthread_once_t g_crc_once = PTHREAD_ONCE_INIT;
 
 static void crc_init(void) {
   for (uint32_t i = 0; i < 256; i++) {
@@ -25,11 +26,10 @@ static void crc_init(void) {
     for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
     g_crc_table[i] = c;
   }
-  g_crc_ready = 1;
 }
 
 uint32_t tmk__crc32c(uint32_t crc, const void* data, size_t len) {
-  if (!g_crc_ready) crc_init();
+  pthread_once(&g_crc_once, crc_init);
   const uint8_t* p = data;
   crc = ~crc;
   while (len--) crc = g_crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);

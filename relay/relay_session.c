@@ -139,7 +139,7 @@ int tmk__session_register(tmk_relay* r, tmk__session* s) {
   r->sessions[r->nsessions++] = s;
   pthread_mutex_unlock(&r->reg_mu);
   if (victim) {
-    tmk__log(TMK_LOG_INFO, "session %s: removed from memory to make room (max sessions %u)",
+    tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: removed from memory to make room (max sessions %u)",
              victim->id, r->cfg.max_sessions);
     if (!victim->replay) unlink_sid(r, victim);
     if (r->ch) tmk__ch_session_final(r->ch, victim); /* history sink: last counters */
@@ -230,7 +230,7 @@ void tmk__session_flush_pending(tmk__session* s, int force) {
 /* A write to the recording failed (disk full, file system gone): the file keeps every chunk
  * written so far and stays readable (RECORDING.md §4); the session goes on without recording. */
 static void recording_failed(tmk__session* s, int err) {
-  tmk__log(TMK_LOG_ERROR, "session %s: writing %s failed (%s); recording stopped, the file "
+  tmk_relay__log(&s->relay->log, TMK_LOG_ERROR, "session %s: writing %s failed (%s); recording stopped, the file "
            "keeps what was written before", s->id, s->rec.path, strerror(err));
   tmk__rec_close(&s->rec);
   s->recording = 0;
@@ -351,7 +351,7 @@ int tmk__session_record_start(tmk__session* s, char* path_out, size_t cap, char*
   snprintf(s->info.recording_path, sizeof s->info.recording_path, "%s", path);
   pthread_mutex_unlock(&s->mu);
   if (path_out) snprintf(path_out, cap, "%s", path);
-  tmk__log(TMK_LOG_INFO, "session %s: recording to %s", s->id, path);
+  tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: recording to %s", s->id, path);
   return 0;
 }
 
@@ -378,10 +378,10 @@ int tmk__session_record_stop(tmk__session* s, char* err, size_t ecap) {
   pthread_mutex_unlock(&s->mu);
   if (rc) {
     snprintf(err, ecap, "closing %s failed: %s", s->rec.path, strerror(errno));
-    tmk__log(TMK_LOG_ERROR, "session %s: %s", s->id, err);
+    tmk_relay__log(&s->relay->log, TMK_LOG_ERROR, "session %s: %s", s->id, err);
     return TMK_EIO;
   }
-  tmk__log(TMK_LOG_INFO, "session %s: recording %s closed (%llu packets)", s->id, s->rec.path,
+  tmk_relay__log(&s->relay->log, TMK_LOG_INFO, "session %s: recording %s closed (%llu packets)", s->id, s->rec.path,
            (unsigned long long)s->rec.packets);
   return 0;
 }
@@ -427,7 +427,7 @@ void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync) {
       pthread_mutex_lock(&s->mu);
       if (s->info.live) {
         s->info.live = 0;
-        tmk__log(TMK_LOG_INFO, "session %s: idle for %d s, no longer live", s->id,
+        tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: idle for %d s, no longer live", s->id,
                  TMK__IDLE_MS / 1000);
       }
       pthread_mutex_unlock(&s->mu);
@@ -559,11 +559,11 @@ int tmk__session_replay_file(tmk_relay* r, const char* name, tmk__session** out,
   s->info.live = 0;
   pthread_mutex_unlock(&s->mu);
   if (res.tail_error)
-    tmk__log(TMK_LOG_WARN,
+    tmk_relay__log(&r->log, TMK_LOG_WARN,
              "%s: torn or corrupt tail (%s) after %llu good bytes; %llu bytes skipped", path,
              tmk_strerror(res.tail_error), (unsigned long long)res.valid_bytes,
              (unsigned long long)res.torn_bytes);
-  tmk__log(TMK_LOG_INFO, "opened %s: %llu packets%s", path, (unsigned long long)res.packets,
+  tmk_relay__log(&r->log, TMK_LOG_INFO, "opened %s: %llu packets%s", path, (unsigned long long)res.packets,
            res.agent_file ? " (agent file)" : res.clean_end ? "" : " (no clean end)");
   *out = s;
   return 0;

@@ -112,7 +112,6 @@ struct tmk__store {
   uint32_t followers;
 };
 
-size_t tmk__store_zone_bytes(void) { return sizeof(zrec); }
 
 tmk__store* tmk__store_new(size_t budget) {
   tmk__store* st = calloc(1, sizeof *st);
@@ -234,15 +233,21 @@ static int table_room(tmk__store* st, void** arr, uint32_t* arr_cap, size_t elem
 static uint32_t thread_key(const tmk__store* st, uint32_t i) { return st->threads[i].id; }
 static uint32_t site_key(const tmk__store* st, uint32_t i) { return st->sites[i].id; }
 
-static thread* find_thread(const tmk__store* st, uint32_t id) {
-  if (!st->thread_hash_cap) return NULL;
-  uint32_t h = mix(id) & (st->thread_hash_cap - 1);
-  while (st->thread_hash[h]) {
-    thread* t = &st->threads[st->thread_hash[h] - 1];
-    if (t->id == id) return t;
-    h = (h + 1) & (st->thread_hash_cap - 1);
+/* The one lookup of both tables: index + 1 of the entry with `id`, 0 when absent. */
+static inline uint32_t hash_find(const tmk__store* st, const uint32_t* tab, uint32_t cap,
+                                 uint32_t id, uint32_t (*key_of)(const tmk__store*, uint32_t)) {
+  if (!cap) return 0;
+  uint32_t h = mix(id) & (cap - 1);
+  while (tab[h]) {
+    if (key_of(st, tab[h] - 1) == id) return tab[h];
+    h = (h + 1) & (cap - 1);
   }
-  return NULL;
+  return 0;
+}
+
+static thread* find_thread(const tmk__store* st, uint32_t id) {
+  uint32_t i = hash_find(st, st->thread_hash, st->thread_hash_cap, id, thread_key);
+  return i ? &st->threads[i - 1] : NULL;
 }
 
 static thread* get_thread(tmk__store* st, uint32_t id) {
@@ -266,14 +271,8 @@ static thread* get_thread(tmk__store* st, uint32_t id) {
 }
 
 static site* find_site(const tmk__store* st, uint32_t id) {
-  if (!st->site_hash_cap) return NULL;
-  uint32_t h = mix(id) & (st->site_hash_cap - 1);
-  while (st->site_hash[h]) {
-    site* s = &st->sites[st->site_hash[h] - 1];
-    if (s->id == id) return s;
-    h = (h + 1) & (st->site_hash_cap - 1);
-  }
-  return NULL;
+  uint32_t i = hash_find(st, st->site_hash, st->site_hash_cap, id, site_key);
+  return i ? &st->sites[i - 1] : NULL;
 }
 
 /* Returns the site entry, creating an unresolved one; NULL when the table is full. */

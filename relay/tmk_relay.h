@@ -1,6 +1,6 @@
-/* tmk_relay.h — the relay's internal API as seen by its web side (HTTP API, WebSocket stream,
- * dashboard): list sessions, query a session's stored data, follow live data, post commands.
- * Every function here is thread-safe and may be called from any civetweb worker thread. */
+/* tmk_relay.h — telemark-relay as a library: create, run, stop and destroy a relay, read its
+ * counters, list sessions, query a session's stored data, follow live data, post commands.
+ * Apart from create/run/destroy, every function here is thread-safe (e.g. civetweb workers). */
 #ifndef TMK_RELAY_H
 #define TMK_RELAY_H
 
@@ -35,8 +35,8 @@ extern "C" {
  *
  * Sessions are named by a string id: 16 lowercase hex digits of the agent's session id for live
  * sessions, the file name without extension for opened recordings and agent files.
- * Times are nanoseconds of the agent's timer (ticks converted with the HELLO's frequency;
- * 1 tick = 1 ns until a HELLO says otherwise).
+ * Times are nanoseconds of the agent's timer: floor(ticks * 1e9 / HELLO frequency), 1 tick = 1 ns
+ * until a HELLO says otherwise; a duration is ns(start + duration) - ns(start) (docs/API.md).
  * ============================================================================================= */
 
 typedef struct tmk_relay tmk_relay;
@@ -110,7 +110,9 @@ enum { TMK_RELAY_ZONE_MARKER = 1 }; /* the zone is a paired MARKER_BEGIN/END */
 
 typedef struct tmk_relay_zone {
   uint64_t start_ns, dur_ns;
-  uint32_t thread, site, depth, flags;
+  uint32_t thread, site;
+  uint32_t depth; /* capped at 255 by the store (the live ring carries it as decoded) */
+  uint32_t flags; /* TMK_RELAY_ZONE_* */
 } tmk_relay_zone;
 
 enum {
@@ -223,13 +225,83 @@ int tmk_relay_recordings(tmk_relay* r, tmk_relay_recording_info* out, size_t cap
 const char* tmk_relay_version(void);
 
 /* ---- Web server hooks ---------------------------------------------------------------------
- * The HTTP server (relay_http.c) calls every hook registered here right after it has installed
- * its own /api handlers, before answering any request; a hook installs more handlers on the
- * civetweb context (e.g. mg_set_websocket_handler for the live stream, "/" for the embedded
- * dashboard). Register hooks before tmk_relay_run(). At most 8. */
+ * The HTTP server (relay_api.c) calls every hook given in tmk_relay_desc.http_hooks right after
+ * it has installed its own /api handlers, before answering any request; a hook installs more
+ * handlers on the civetweb context (e.g. the dashboard, tmk_relay_web.h). */
 struct mg_context;
 typedef void (*tmk_relay_http_hook)(struct mg_context* ctx, tmk_relay* r, void* ud);
-int tmk_relay_http_add_hook(tmk_relay_http_hook fn, void* ud);
+
+/* =============================================================================================
+ * The relay object: create, run, stop, destroy
+ * ============================================================================================= */
+
+#define TMK_RELAY_MAX_HOOKS 4
+
+/* Log levels; a logger gets every line at or below the desc's level. */
+enum { TMK_RELAY_LOG_ERROR = 1, TMK_RELAY_LOG_WARN = 2, TMK_RELAY_LOG_INFO = 3, TMK_RELAY_LOG_DEBUG = 4 };
+/* Receives one log line (no newline) from any relay thread; must be thread-safe. */
+typedef void (*tmk_relay_log_fn)(void* ud, int level, const char* line);
+/* The stock logger: "HH:MM:SS.mmm level line" on the FILE* `file` (NULL = stderr). */
+void tmk_relay_log_to_file(void* file, int level, const char* line);
+
+/* Zero-initialise and set what differs from the default; 0 / NULL always means the default.
+ * telemark-relay (relay_main.c) fills it from its flags, with the CLI's own defaults. */
+typedef struct tmk_relay_desc {
+  const char* listen_host;   /* where agents send, UDP and TCP; NULL = "127.0.0.1" */
+  int listen_port;           /* 0 = any free port (tmk_relay_listen_port tells which) */
+  const char* http_host;     /* HTTP API; NULL = no HTTP server */
+  int http_port;             /* 0 = any free port (tmk_relay_http_port tells which) */
+  const char* data_dir;      /* recordings; NULL = "./telemark-data" (must exist to record) */
+  int record_all;            /* 1: record every session from its first packet */
+  uint32_t max_sessions;     /* 0 = 64 */
+  size_t session_memory;     /* bytes per session store; 0 = 256 MiB (at least 1 MiB is used) */
+  uint32_t reorder_packets;  /* reorder window in packets; 0 = 256 (2..65536) */
+  uint32_t reorder_ms;       /* reorder window in ms; 0 = 100 (1..60000) */
+  uint32_t stats_interval_ms;/* period of the "stats:" log line; 0 = 10000 */
+  struct {
+    tmk_relay_log_fn fn;     /* NULL = silent */
+    void* ud;
+    int level;               /* TMK_RELAY_LOG_*; 0 = TMK_RELAY_LOG_INFO */
+  } log;
+  struct {                   /* history sink (docs/CLICKHOUSE.md) */
+    const char* url;         /* http://HOST:PORT/?database=NAME; NULL = off */
+    const char* spill_dir;   /* unsent batches; NULL = DATA_DIR/clickhouse-spill */
+    uint64_t spill_max;      /* bytes on disk at most; 0 = 1 GiB */
+  } clickhouse;
+  struct {
+    tmk_relay_http_hook fn;  /* NULL = unused slot */
+    void* ud;
+  } http_hooks[TMK_RELAY_MAX_HOOKS];
+} tmk_relay_desc;
+
+/* Creates a relay: binds UDP and TCP on listen_host:listen_port and starts the HTTP server
+ * (its worker threads answer at once; the ingest loop starts with tmk_relay_run). On success
+ * sets *out and returns 0; otherwise returns TMK_EINVAL (bad desc), TMK_ENOMEM or TMK_ESOCKET (a
+ * port could not be bound; the reason is logged). */
+int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out);
+/* Runs the ingest loop on the calling thread until tmk_relay_stop: then stops accepting,
+ * flushes reorder buffers, closes recordings, stops the HTTP server and returns 0. Once only. */
+int tmk_relay_run(tmk_relay* r);
+/* Asks a running (or about to run) relay to stop. Safe from any thread and from a signal
+ * handler (uv_async_send); returns at once. */
+void tmk_relay_stop(tmk_relay* r);
+/* Frees a relay that is not running (tmk_relay_run returned, or never called). */
+void tmk_relay_destroy(tmk_relay* r);
+
+/* The bound ports (useful when the desc asked for port 0); http is 0 without HTTP server. */
+int tmk_relay_listen_port(const tmk_relay* r);
+int tmk_relay_http_port(const tmk_relay* r);
+
+/* Relay-wide counters: every session's stats summed, plus what belongs to no session. */
+typedef struct tmk_relay_totals {
+  uint32_t sessions;          /* sessions held (live and opened) */
+  uint32_t live_sessions;
+  uint64_t garbage;           /* datagrams/frames that were not telemark packets */
+  uint64_t rejected_sessions; /* new sessions refused (max sessions / per source) */
+  tmk_relay_stats sum;        /* sum over sessions held now (evicted sessions are gone) */
+} tmk_relay_totals;
+/* Fills *out. Thread-safe; takes each session's lock briefly. */
+void tmk_relay_get_stats(tmk_relay* r, tmk_relay_totals* out);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* tmk_relay_web.h — the dashboard side of telemark-relay: serves the embedded assets at "/",
- * the live-data WebSocket at /api/stream (tmk_relay_ws.c, format in docs/API.md "Live stream"),
+ * the live-data WebSocket at /api/stream (relay_stream.c, format in docs/API.md "Live stream"),
  * and the access-token / Origin checks for everything under /api. */
 #ifndef TMK_RELAY_WEB_H
 #define TMK_RELAY_WEB_H
@@ -24,9 +24,18 @@ typedef struct tmk_relay_web_desc {
   const char* team_names[32];
 } tmk_relay_web_desc;
 
-/* Registers the dashboard with the relay's HTTP server (tmk_relay_http_add_hook): call before
- * tmk_relay_run(). Copies the desc. Returns 0 or a negative TMK_E* code. */
-int tmk_relay_web_install(tmk_relay* r, const tmk_relay_web_desc* d);
+typedef struct tmk_relay_web tmk_relay_web;
+
+/* Creates the dashboard's state (token, Origin check, team names, live-stream clients) from a
+ * desc (copied; NULL = all defaults). Put {tmk_relay_web_hook, *out} into
+ * tmk_relay_desc.http_hooks so the relay's HTTP server installs it. Returns 0, TMK_EINVAL (token
+ * longer than 127 bytes) or TMK_ENOMEM. */
+int tmk_relay_web_create(const tmk_relay_web_desc* d, tmk_relay_web** out);
+/* The hook (tmk_relay_http_hook) that installs "/", the /api guards and /api/stream; ud is the
+ * tmk_relay_web. One tmk_relay_web serves one relay. */
+void tmk_relay_web_hook(struct mg_context* ctx, tmk_relay* r, void* ud);
+/* Frees it; call after tmk_relay_destroy (which stops the HTTP server). */
+void tmk_relay_web_destroy(tmk_relay_web* w);
 
 /* Fills `out` (cap bytes, at least 33) with a random 32-hex-digit token from /dev/urandom.
  * Returns 0 or TMK_EIO. */
@@ -35,25 +44,14 @@ int tmk_relay_web_make_token(char* out, size_t cap);
 /* 1 when `host` (an --http host part, without port) is a loopback address or "localhost". */
 int tmk_relay_web_is_loopback(const char* host);
 
-/* Live-stream counters over all WebSocket clients (for the stats log and tests). */
-typedef struct tmk_relay_ws_stats {
+/* Live-stream counters over all WebSocket clients of one dashboard. */
+typedef struct tmk_relay_stream_stats {
   unsigned clients;            /* connected now */
   unsigned long long messages; /* binary messages sent */
   unsigned long long bytes;    /* bytes sent */
   unsigned long long coalesced;/* times a slow client skipped live items */
-} tmk_relay_ws_stats;
-void tmk_relay_ws_get_stats(tmk_relay_ws_stats* out);
-
-/* ---- internal, between tmk_relay_web.c and tmk_relay_ws.c ---- */
-struct mg_context;
-struct mg_connection;
-/* Installs the /api/stream WebSocket handlers. */
-void tmk__relay_ws_register(struct mg_context* ctx, tmk_relay* r);
-/* Sets the team-name overrides (copied). */
-void tmk__relay_ws_set_teams(const char* const names[32]);
-/* 1 when the request carries the token (or none is required) and, for WebSockets, its Origin
- * is acceptable. */
-int tmk__relay_web_authorized(const struct mg_connection* conn, int websocket);
+} tmk_relay_stream_stats;
+void tmk_relay_web_get_stats(tmk_relay_web* w, tmk_relay_stream_stats* out);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@ set -euo pipefail
 run_pkgs=(
   cmake make gcc libc6-dev pkg-config                # build (gcc only Recommends libc6-dev)
   libuv1-dev libcivetweb-dev liblz4-dev              # relay dependencies (lz4 also for agents)
+  libjansson-dev                                     # relay: JSON reader (API bodies, stream)
   nodejs npm ca-certificates                         # uPlot from npm, embedded into the relay
 )
 test_pkgs=(
@@ -24,6 +25,7 @@ test_pkgs=(
   gcc-powerpc-linux-gnu libc6-dev-powerpc-cross      # big-endian 32-bit tests under qemu-user
   gcc-mipsel-linux-gnu libc6-dev-mipsel-cross        # 32-bit MIPS tests under qemu-user
   qemu-user
+  gcc-mingw-w64-x86-64 wine wine64                   # the Windows port, run end to end under wine
   chromium                                           # dashboard browser tests (playwright-core)
   python3                                            # relay integration test driver
   clickhouse-server                                  # history sink tests (tests/clickhouse)

@@ -1,29 +1,29 @@
-/* bench_relay.c — tmk-bench-relay: starts build/bin/telemark-relay on loopback and feeds it from
- * 8 synthetic targets (threads sending pre-encoded, game-like zone packets over UDP). Prints
- * RESULT zones_per_s (zones decoded and stored per second of relay CPU, saturated), loss_ratio
- * (packets lost at 5 M zones/s from 8 targets) and bytes_per_stored_zone (relay store memory). */
+/* bench_relay.c — tmk-bench-relay: runs the relay library in-process (tmk_relay_create on
+ * loopback, HTTP off) and feeds it from 8 synthetic targets (threads sending pre-encoded packets
+ * of bench/common's game-like stream over UDP); counters come from the relay's query API. Prints
+ * RESULT zones_per_loop_cpu_s (zones decoded and stored per CPU second of the relay's loop
+ * thread — its only busy thread — saturated), loss_ratio (packets lost at 5 M zones/s from 8
+ * targets) and bytes_per_stored_zone (relay store memory). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tmk_gamestream.h"
 #include "tmk_proto.h"
+#include "tmk_relay.h"
 
 #define TARGETS 8
 #define PACKET 1200
 #define ROUNDS 10 /* flat-out phase: each target replays its packets under ROUNDS session ids */
-
-extern char** environ;
 
 typedef struct packets {
   uint8_t* data; /* PACKET bytes per slot */
@@ -38,81 +38,76 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static uint32_t g_seed = 12345;
-static uint32_t rnd(void) {
-  g_seed ^= g_seed << 13;
-  g_seed ^= g_seed >> 17;
-  g_seed ^= g_seed << 5;
-  return g_seed;
+/* Puts one record; 1 when it went in, 0 when the packet is full, exits on any other error. */
+static int fits(int rc) {
+  if (rc == TMK_ENOSPC) return 0;
+  if (rc < 0) {
+    fprintf(stderr, "bench-relay: encoding failed: %s\n", tmk_strerror(rc));
+    exit(1);
+  }
+  return 1;
 }
 
-/* A game-like frame on one thread: Frame > {Update > {AI, Physics x k}, Render > {draw x m}}
- * with jittered durations, depth-first order (what tmk_proto_put_zones packs best). */
-static size_t gen_frame(tmk_proto_zone* z, uint64_t t) {
-  size_t n = 0;
-  uint64_t frame_start = t;
-  size_t frame_idx = n++;
-  t += 20 + rnd() % 10;
-  size_t upd = n++;
-  uint64_t upd_start = t;
-  t += 5;
-  for (int k = 0; k < 12; k++) {
-    uint64_t s = t, d = 300 + rnd() % 40;
-    z[n++] = (tmk_proto_zone){s, d, (uint32_t)(4 + k % 3), 2};
-    t += d + 10 + rnd() % 5;
+static void put_descriptors(tmk_proto_writer* w) {
+  size_t n;
+  const tmk_proto_site* sites = tmk_gs_sites(&n);
+  for (size_t i = 0; i < n; i++) fits(tmk_proto_put_site(w, &sites[i]));
+  for (uint32_t t = 0; t < TMK_GS_THREADS; t++) {
+    const char* name = tmk_gs_thread_name(t);
+    fits(tmk_proto_put_thread_name(w, t, name, strlen(name)));
   }
-  z[upd] = (tmk_proto_zone){upd_start, t - upd_start, 2, 1};
-  t += 10;
-  size_t ren = n++;
-  uint64_t ren_start = t;
-  for (int k = 0; k < 40; k++) {
-    uint64_t s = t, d = 100 + rnd() % 30;
-    z[n++] = (tmk_proto_zone){s, d, (uint32_t)(10 + k % 8), 2};
-    t += d + 3 + rnd() % 3;
-  }
-  z[ren] = (tmk_proto_zone){ren_start, t - ren_start, 3, 1};
-  t += 30;
-  z[frame_idx] = (tmk_proto_zone){frame_start, t - frame_start, 1, 0};
-  return n;
+  for (uint32_t b = 0; tmk_gs_team_name(b); b++)
+    fits(tmk_proto_put_team(w, b, tmk_gs_team_name(b), strlen(tmk_gs_team_name(b))));
 }
 
-static int build_target(packets* pk, uint64_t sid, size_t npackets) {
+static int put_event(tmk_proto_writer* w, const tmk_gs_event* e) {
+  switch (e->kind) {
+    case TMK_GS_FRAME: return fits(tmk_proto_put_frame(w, e->site, e->time));
+    case TMK_GS_PLOT_I: return fits(tmk_proto_put_plot_i(w, e->site, e->time, e->i));
+    case TMK_GS_PLOT_D: return fits(tmk_proto_put_plot_d(w, e->site, e->time, e->d));
+    default:
+      return fits(tmk_proto_put_message(w, e->site, e->severity, e->verbosity, e->time, e->text,
+                                        e->text_len));
+  }
+}
+
+/* One target: the game-like stream of bench/common (seeded per target), packed into npackets
+ * DATA packets of at most PACKET bytes; descriptors are repeated every 200 packets. */
+static int build_target(packets* pk, uint64_t sid, size_t npackets, uint64_t seed) {
   pk->data = malloc(npackets * PACKET);
   pk->len = malloc(npackets * sizeof *pk->len);
-  if (!pk->data || !pk->len) return -1;
+  tmk_gamestream* g = tmk_gs_create(seed);
+  if (!pk->data || !pk->len || !g) return -1;
   void* lz4 = NULL;
   size_t ls = tmk_proto_lz4_state_size();
   if (ls && posix_memalign(&lz4, 16, ls) != 0) lz4 = NULL;
   static uint8_t body[PACKET - TMK_PROTO_MAX_HEADER];
   tmk_proto_writer w;
   tmk_proto_writer_init(&w, body, sizeof body);
-  tmk_proto_zone frame[64];
-  size_t fn = 0, fpos = 0;
-  uint64_t t = 1000000;
+  const tmk_gs_frame* fr = tmk_gs_next_frame(g);
+  uint32_t t = 0;              /* batch (thread) of fr being packed */
+  size_t zpos = 0, epos = 0;   /* zones and events of that batch already packed */
   pk->n = 0;
   pk->zones = 0;
   while (pk->n < npackets) {
     tmk_proto_writer_reset(&w);
-    if (pk->n % 200 == 0) {
-      for (uint32_t id = 1; id <= 17; id++) {
-        char name[16];
-        int nl = snprintf(name, sizeof name, "site%u", id);
-        tmk_proto_site s = {id, TMK_SITE_ZONE, TMK_SEV_INFO, 1, 0, id, {name, (uint32_t)nl},
-                            {"bench.c", 7}};
-        tmk_proto_put_site(&w, &s);
-      }
-    }
-    for (;;) {
-      if (fpos == fn) {
-        fn = gen_frame(frame, t);
-        fpos = 0;
-        t = frame[0].start + frame[0].duration + 100;
-      }
-      int put = tmk_proto_put_zones(&w, frame + fpos, fn - fpos);
+    if (pk->n % 200 == 0) put_descriptors(&w);
+    int full = 0;
+    while (!full) {
+      const tmk_gs_batch* b = &fr->batch[t];
+      if (!fits(tmk_proto_put_thread(&w, b->thread))) break;
+      int put = tmk_proto_put_zones(&w, b->zones + zpos, b->nzones - zpos);
       if (put < 0) return -1;
-      fpos += (size_t)put;
+      zpos += (size_t)put;
       pk->zones += (uint64_t)put;
-      if (fpos < fn) break; /* packet full */
+      if (zpos < b->nzones) break; /* packet full */
+      while (epos < b->nevents && put_event(&w, &b->events[epos])) epos++;
+      if (epos < b->nevents) break;
+      zpos = epos = 0;
+      if (++t == TMK_GS_THREADS) {
+        t = 0;
+        fr = tmk_gs_next_frame(g);
+      }
     }
     int n = tmk_proto_finish(&w, sid, pk->n, pk->data + pk->n * PACKET, PACKET, lz4);
     if (n < 0) return -1;
@@ -120,6 +115,7 @@ static int build_target(packets* pk, uint64_t sid, size_t npackets) {
     pk->n++;
   }
   free(lz4);
+  tmk_gs_destroy(g);
   return 0;
 }
 
@@ -168,77 +164,39 @@ static void* send_main(void* arg) {
   return NULL;
 }
 
-/* ---- tiny HTTP client for the relay's API ----------------------------------------------- */
-static int http_get(int port, const char* path, char* out, size_t cap) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in to;
-  memset(&to, 0, sizeof to);
-  to.sin_family = AF_INET;
-  to.sin_port = htons((uint16_t)port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr*)&to, sizeof to) != 0) {
-    close(fd);
-    return -1;
-  }
-  char req[256];
-  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
-  if (write(fd, req, (size_t)n) != n) {
-    close(fd);
-    return -1;
-  }
-  size_t len = 0;
-  ssize_t r;
-  while (len < cap - 1 && (r = read(fd, out + len, cap - 1 - len)) > 0) len += (size_t)r;
-  out[len] = 0;
-  close(fd);
-  return strstr(out, " 200 ") ? 0 : -1;
-}
-
-static uint64_t json_num(const char* js, const char* key) {
-  char k[64];
-  snprintf(k, sizeof k, "\"%s\":", key);
-  const char* p = strstr(js, k);
-  return p ? strtoull(p + strlen(k), NULL, 10) : 0;
-}
-
+/* ---- the relay's counters, through its query API -------------------------------------------- */
 typedef struct sess_stats {
   uint64_t zones, packets, lost, mem;
 } sess_stats;
 
-static int get_stats(int http, uint64_t sid, sess_stats* st) {
-  char path[64], buf[8192];
-  snprintf(path, sizeof path, "/api/sessions/%016llx", (unsigned long long)sid);
-  if (http_get(http, path, buf, sizeof buf) != 0) return -1;
-  const char* s = strstr(buf, "\"stats\":");
-  if (!s) return -1;
-  st->zones = json_num(s, "zones");
-  st->packets = json_num(s, "packets");
-  st->lost = json_num(s, "lost");
-  st->mem = json_num(s, "mem_bytes");
+static int get_stats(tmk_relay* r, uint64_t sid, sess_stats* st) {
+  char id[32];
+  snprintf(id, sizeof id, "%016" PRIx64, sid);
+  tmk_relay_session_info info;
+  if (tmk_relay_session(r, id, &info) != 0) return -1;
+  st->zones = info.stats.zones;
+  st->packets = info.stats.packets;
+  st->lost = info.stats.lost;
+  st->mem = info.stats.mem_bytes;
   return 0;
 }
 
-static double relay_cpu_s(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE* f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  const char* p = strrchr(buf, ')');
-  if (!p) return 0;
-  unsigned long ut = 0, st = 0;
-  /* fields after ")": state(3) ... utime(14) stime(15) */
-  sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+/* CPU seconds of one thread (the relay's loop): what the relay itself spent, not the senders,
+ * not this thread's polling. */
+static double thread_cpu_s(pthread_t th) {
+  clockid_t cid;
+  struct timespec ts;
+  if (pthread_getcpuclockid(th, &cid) != 0 || clock_gettime(cid, &ts) != 0) return 0;
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+
 /* Runs one phase: 8 senders, waits until the relay has accounted for every packet. */
-static int run_phase(int port, int http, packets* pk, const uint64_t* sids, int rounds,
-                     double pps, pid_t relay, double* cpu, sess_stats* total, double* wall) {
+static int run_phase(tmk_relay* r, pthread_t loop, packets* pk, const uint64_t* sids,
+                     int rounds, double pps, double* cpu, sess_stats* total, double* wall) {
+  int port = tmk_relay_listen_port(r);
   sender s[TARGETS];
-  double c0 = relay_cpu_s(relay), t0 = now_s();
+  double c0 = thread_cpu_s(loop), t0 = now_s();
   for (int i = 0; i < TARGETS; i++) {
     s[i].pk = &pk[i];
     s[i].port = port;
@@ -259,7 +217,7 @@ static int run_phase(int port, int http, packets* pk, const uint64_t* sids, int 
     for (int i = 0; i < TARGETS * rounds; i++) {
       sess_stats st;
       memset(&st, 0, sizeof st);
-      get_stats(http, sids[i % TARGETS] + (uint64_t)(i / TARGETS) * TARGETS, &st);
+      get_stats(r, sids[i % TARGETS] + (uint64_t)(i / TARGETS) * TARGETS, &st);
       total->zones += st.zones;
       total->packets += st.packets;
       total->lost += st.lost;
@@ -268,23 +226,36 @@ static int run_phase(int port, int http, packets* pk, const uint64_t* sids, int 
     stable = (total->zones == prev.zones && total->lost == prev.lost) ? stable + 1 : 0;
     prev = *total;
   }
-  *cpu = relay_cpu_s(relay) - c0;
+  *cpu = thread_cpu_s(loop) - c0;
   return 0;
+}
+
+/* The bench itself, on its own thread: both phases, then stops the relay. */
+typedef struct driver {
+  tmk_relay* relay;
+  pthread_t loop;
+  packets *p1, *p2;
+  const uint64_t *s1, *s2;
+  double zones_per_packet, pps5m;
+  double cpu1, wall1, cpu2, wall2;
+  sess_stats t1, t2;
+} driver;
+
+static void* drive(void* arg) {
+  driver* d = arg;
+  /* Phase 1 offers 40 M zones/s, beyond what one relay core can take, so the relay is busy all
+   * the time; paced senders leave the relay a core of its own on a small machine, which
+   * flat-out senders would not. zones_per_loop_cpu_s = zones stored / loop CPU seconds. */
+  double pps40m = 40e6 / TARGETS / d->zones_per_packet;
+  run_phase(d->relay, d->loop, d->p1, d->s1, ROUNDS, pps40m, &d->cpu1, &d->t1, &d->wall1);
+  d->pps5m = 5e6 / TARGETS / d->zones_per_packet;
+  run_phase(d->relay, d->loop, d->p2, d->s2, 1, d->pps5m, &d->cpu2, &d->t2, &d->wall2);
+  tmk_relay_stop(d->relay);
+  return NULL;
 }
 
 int main(int argc, char** argv) {
   (void)argc;
-  char exe[1024];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
-  if (n <= 0) return 1;
-  exe[n] = 0;
-  char* slash = strrchr(exe, '/');
-  strcpy(slash + 1, "telemark-relay");
-  char dir[] = "/tmp/tmk-bench-relay-XXXXXX";
-  if (!mkdtemp(dir)) return 1;
-  char logpath[128];
-  snprintf(logpath, sizeof logpath, "%s/relay.log", dir);
-
   /* pre-encode both phases before the relay starts */
   size_t np1 = 2500, np2 = 4000; /* phase 1 sends np1 * ROUNDS packets per target */
   static packets p1[TARGETS], p2[TARGETS];
@@ -292,7 +263,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < TARGETS; i++) {
     s1[i] = 0xB100000000000000ull + (uint64_t)i;
     s2[i] = 0xB200000000000000ull + (uint64_t)i;
-    if (build_target(&p1[i], s1[i], np1) || build_target(&p2[i], s2[i], np2)) {
+    if (build_target(&p1[i], s1[i], np1, 1000u + (uint64_t)i) ||
+        build_target(&p2[i], s2[i], np2, 2000u + (uint64_t)i)) {
       fprintf(stderr, "%s: encoding failed\n", argv[0]);
       return 1;
     }
@@ -302,76 +274,44 @@ int main(int argc, char** argv) {
   }
   double zones_per_packet = (double)z2 / (double)(TARGETS * np2);
 
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, logpath, 0x241 /* O_WRONLY|O_CREAT|O_TRUNC */, 0644);
-  char datadir[128];
-  snprintf(datadir, sizeof datadir, "%s/data", dir);
-  char* args[] = {exe, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir", datadir,
-                  "--session-memory", "1G", "--max-sessions", "256", NULL};
-  pid_t relay;
-  if (posix_spawn(&relay, exe, &fa, NULL, args, environ) != 0) {
-    fprintf(stderr, "cannot start %s\n", exe);
+  tmk_relay_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.listen_host = "127.0.0.1"; /* port 0: any free one */
+  desc.session_memory = (size_t)1 << 30;
+  desc.max_sessions = 256;
+  driver d;
+  memset(&d, 0, sizeof d);
+  d.p1 = p1, d.p2 = p2, d.s1 = s1, d.s2 = s2, d.zones_per_packet = zones_per_packet;
+  d.loop = pthread_self(); /* the relay's loop runs here, on the main thread, as in telemark-relay */
+  pthread_t th;
+  if (tmk_relay_create(&desc, &d.relay) != 0 || pthread_create(&th, NULL, drive, &d) != 0) {
+    fprintf(stderr, "%s: cannot start the relay\n", argv[0]);
     return 1;
   }
-  int port = 0, http = 0;
-  for (int i = 0; i < 100 && !http; i++) {
-    struct timespec ts = {0, 50000000};
-    nanosleep(&ts, NULL);
-    FILE* f = fopen(logpath, "r");
-    if (!f) continue;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-      const char* p = strstr(line, "listening on 127.0.0.1:");
-      const char* h = strstr(line, "http://127.0.0.1:");
-      if (p && h) {
-        port = atoi(p + 23);
-        http = atoi(h + 17);
-      }
-    }
-    fclose(f);
-  }
-  if (!http) {
-    fprintf(stderr, "relay did not start (see %s)\n", logpath);
-    kill(relay, SIGKILL);
-    return 1;
-  }
-
-  double cpu1, wall1, cpu2, wall2;
-  sess_stats t1, t2;
-  /* Phase 1 offers 40 M zones/s, beyond what one relay core can take, so the relay is busy all
-   * the time; paced senders leave the relay a core of its own on a small machine, which
-   * flat-out senders would not. zones_per_s = zones stored / relay CPU seconds. */
-  double pps40m = 40e6 / TARGETS / zones_per_packet;
-  run_phase(port, http, p1, s1, ROUNDS, pps40m, relay, &cpu1, &t1, &wall1);
-  double pps5m = 5e6 / TARGETS / zones_per_packet;
-  run_phase(port, http, p2, s2, 1, pps5m, relay, &cpu2, &t2, &wall2);
-
-  kill(relay, SIGTERM);
-  int status;
-  waitpid(relay, &status, 0);
+  tmk_relay_run(d.relay);
+  pthread_join(th, NULL);
+  tmk_relay_destroy(d.relay);
 
   printf("bench-relay: %d targets over loopback UDP, %.0f zones/packet, %.2f wire bytes/zone\n",
          TARGETS, zones_per_packet, (double)b2 / (double)z2);
   printf("bench-relay: offered 40 M zones/s: %llu of %llu zones stored (%llu packets lost) in "
-         "%.2f s wall, relay cpu %.2f s\n",
-         (unsigned long long)t1.zones, (unsigned long long)z1, (unsigned long long)t1.lost, wall1,
-         cpu1);
+         "%.2f s wall, relay loop cpu %.2f s\n",
+         (unsigned long long)d.t1.zones, (unsigned long long)z1, (unsigned long long)d.t1.lost,
+         d.wall1, d.cpu1);
   printf("bench-relay: paced at 5 M zones/s (%.0f packets/s per target): %llu of %llu zones in "
-         "%.2f s (relay cpu %.2f s), %llu of %llu packets lost\n",
-         pps5m, (unsigned long long)t2.zones, (unsigned long long)z2, wall2, cpu2,
-         (unsigned long long)t2.lost, (unsigned long long)(TARGETS * np2));
-  printf("RESULT zones_per_s=%.0f\n", cpu1 > 0 ? (double)t1.zones / cpu1 : 0.0);
-  printf("RESULT loss_ratio=%.6f\n", (double)(TARGETS * np2 - t2.packets) / (double)(TARGETS * np2));
-  printf("RESULT bytes_per_stored_zone=%.2f\n", t2.zones ? (double)t2.mem / (double)t2.zones : 0.0);
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+         "%.2f s (relay loop cpu %.2f s), %llu of %llu packets lost\n",
+         d.pps5m, (unsigned long long)d.t2.zones, (unsigned long long)z2, d.wall2, d.cpu2,
+         (unsigned long long)d.t2.lost, (unsigned long long)(TARGETS * np2));
+  printf("RESULT zones_per_loop_cpu_s=%.0f\n", d.cpu1 > 0 ? (double)d.t1.zones / d.cpu1 : 0.0);
+  printf("RESULT loss_ratio=%.6f\n",
+         (double)(TARGETS * np2 - d.t2.packets) / (double)(TARGETS * np2));
+  printf("RESULT bytes_per_stored_zone=%.2f\n",
+         d.t2.zones ? (double)d.t2.mem / (double)d.t2.zones : 0.0);
   for (int i = 0; i < TARGETS; i++) {
     free(p1[i].data);
     free(p1[i].len);
     free(p2[i].data);
     free(p2[i].len);
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  return 0;
 }

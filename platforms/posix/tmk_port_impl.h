@@ -1,6 +1,6 @@
-/* tmk_port_impl.h (posix) — the inline half of the POSIX port: types, TLS, atomics and the fast
- * tick counter (rdtsc on x86-64, CLOCK_MONOTONIC elsewhere). Included only via tmk_port.h.
- * Building with TMK_NO_THREADS=1 gives the single-threaded flavour (PSP-style targets). */
+/* tmk_port_impl.h (posix) — the inline part of the POSIX port (Linux, macOS, BSDs): target
+ * facts, TLS, atomics and the fast tick counter (rdtsc on x86-64, the monotonic clock elsewhere).
+ * Included only by platforms/tmk_port.h. TMK_NO_THREADS=1 gives the single-threaded flavour. */
 #ifndef TMK_PORT_IMPL_H
 #define TMK_PORT_IMPL_H
 
@@ -10,30 +10,47 @@
 #define TMK_NO_THREADS 0
 #endif
 
+#define TMK_PORT_HAS_SOCKETS 1
+#define TMK_PORT_HAS_FILES 1
+
 #if TMK_NO_THREADS
 #define TMK_PORT_HAS_THREADS 0
-#define TMK_PORT_TLS
-typedef struct tmk_port_thread {
-  int unused;
-} tmk_port_thread;
+extern void* tmk_port_posix_tls;
 #else
 #include <pthread.h>
 #define TMK_PORT_HAS_THREADS 1
-#define TMK_PORT_TLS __thread __attribute__((tls_model("initial-exec")))
 typedef struct tmk_port_thread {
   pthread_t handle;
   void (*fn)(void*);
   void* arg;
 } tmk_port_thread;
+extern __thread void* tmk_port_posix_tls __attribute__((tls_model("initial-exec")));
 #endif
+#define tmk_port_tls_get() tmk_port_posix_tls
+#define tmk_port_tls_set(v) ((void)(tmk_port_posix_tls = (v)))
 
 typedef struct tmk_port_sock {
-  int fd; /* -1 when closed */
+  int open; /* 0 when closed: an all-zero tmk_port_sock is closed */
+  int fd;
   int tcp;
 } tmk_port_sock;
-#define TMK_PORT_SOCK_INIT {-1, 0}
 
+#if defined(__APPLE__)
+#define TMK_PORT_PLATFORM "macos"
+#elif defined(__FreeBSD__)
+#define TMK_PORT_PLATFORM "freebsd"
+#elif defined(__OpenBSD__)
+#define TMK_PORT_PLATFORM "openbsd"
+#elif defined(__NetBSD__)
+#define TMK_PORT_PLATFORM "netbsd"
+#elif defined(__ANDROID__)
+#define TMK_PORT_PLATFORM "android"
+#elif defined(__linux__)
 #define TMK_PORT_PLATFORM "linux"
+#else
+#define TMK_PORT_PLATFORM "posix"
+#endif
+
 #if defined(__x86_64__)
 #define TMK_PORT_ARCH "x86_64"
 #elif defined(__i386__)
@@ -54,7 +71,8 @@ typedef struct tmk_port_sock {
 #define TMK_PORT_ARCH "unknown"
 #endif
 
-/* 32-bit and pointer atomics. Nothing in the agent needs 64-bit atomics (mipsel has none). */
+#if !TMK_NO_THREADS
+/* 32-bit atomics (GCC/Clang builtins). Nothing in the agent needs 64-bit atomics (mipsel has none). */
 #define tmk_port_load32_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define tmk_port_load32_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define tmk_port_store32_relaxed(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
@@ -62,17 +80,12 @@ typedef struct tmk_port_sock {
 #define tmk_port_add32(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
 #define tmk_port_cas32(p, expected_ptr, desired) \
   __atomic_compare_exchange_n((p), (expected_ptr), (desired), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-#define tmk_port_loadptr_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define tmk_port_storeptr_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#endif
 
 #if defined(__x86_64__)
 /* The raw cycle counter; tmk_port_fast_ticks_calibrate() measures its rate. */
-static inline uint64_t tmk_port_fast_ticks(void) { return __builtin_ia32_rdtsc(); }
 #define TMK_PORT_FAST_TICKS_NS 0
-#else
-uint64_t tmk_port_monotonic_ns(void);
-static inline uint64_t tmk_port_fast_ticks(void) { return tmk_port_monotonic_ns(); }
-#define TMK_PORT_FAST_TICKS_NS 1 /* ticks are nanoseconds */
+static inline uint64_t tmk_port_fast_ticks(void) { return __builtin_ia32_rdtsc(); }
 #endif
 
 #endif /* TMK_PORT_IMPL_H */

@@ -1,9 +1,11 @@
 /* tmk_port_posix.c — the POSIX implementation of platforms/tmk_port.h (Linux, macOS, BSDs):
- * clock_gettime, pthreads, BSD sockets in non-blocking mode, stdio files. */
+ * clock_gettime, pthreads (thread exit through a key destructor), BSD sockets in non-blocking
+ * mode, stdio files. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 
 #include "tmk_port.h"
+#include "tmk_port_posix.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +21,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tmk_error.h"
+
+/* ---- TLS ---------------------------------------------------------------------------------- */
+
+#if TMK_NO_THREADS
+void* tmk_port_posix_tls;
+#else
+__thread void* tmk_port_posix_tls __attribute__((tls_model("initial-exec")));
+#endif
+
+#if TMK_PORT_HAS_THREADS || !TMK_PORT_FAST_TICKS_NS
+static void sleep_us(uint32_t us) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)(us / 1000000u);
+  ts.tv_nsec = (long)(us % 1000000u) * 1000;
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+#endif
 
 /* ---- Clock -------------------------------------------------------------------------------- */
 
@@ -35,16 +54,14 @@ uint64_t tmk_port_unix_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+#if !TMK_PORT_FAST_TICKS_NS
 uint64_t tmk_port_fast_ticks_calibrate(void) {
-#if TMK_PORT_FAST_TICKS_NS
-  return 1000000000u;
-#else
   /* Measure the counter against CLOCK_MONOTONIC over ~20 ms; take the best of 2 spans. */
   uint64_t best = 0;
   int i;
   for (i = 0; i < 2; i++) {
     uint64_t n0 = tmk_port_monotonic_ns(), t0 = tmk_port_fast_ticks(), n1, t1;
-    tmk_port_sleep_us(10000);
+    sleep_us(10000);
     n1 = tmk_port_monotonic_ns();
     t1 = tmk_port_fast_ticks();
     if (n1 > n0 && t1 > t0) {
@@ -53,25 +70,12 @@ uint64_t tmk_port_fast_ticks_calibrate(void) {
     }
   }
   return best ? best : 1000000000u;
-#endif
 }
+#endif
 
 /* ---- Threads ------------------------------------------------------------------------------ */
 
-#if TMK_NO_THREADS
-int tmk_port_thread_start(tmk_port_thread* t, void (*fn)(void*), void* arg) {
-  (void)t, (void)fn, (void)arg;
-  return TMK_ESTATE;
-}
-int tmk_port_thread_join(tmk_port_thread* t) {
-  (void)t;
-  return TMK_ESTATE;
-}
-int tmk_port_on_thread_exit(void (*fn)(void*), void* arg) {
-  (void)fn, (void)arg;
-  return TMK_ESTATE;
-}
-#else
+#if TMK_PORT_HAS_THREADS
 static void* thread_main(void* p) {
   tmk_port_thread* t = (tmk_port_thread*)p;
   t->fn(t->arg);
@@ -103,17 +107,11 @@ int tmk_port_on_thread_exit(void (*fn)(void*), void* arg) {
   __atomic_store_n(&exit_fn, fn, __ATOMIC_RELEASE);
   return pthread_setspecific(exit_key, arg) == 0 ? 0 : TMK_ESTATE;
 }
-#endif
 
 void tmk_port_yield(void) { sched_yield(); }
 
-void tmk_port_sleep_us(uint32_t us) {
-  struct timespec ts;
-  ts.tv_sec = (time_t)(us / 1000000u);
-  ts.tv_nsec = (long)(us % 1000000u) * 1000;
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
+void tmk_port_sleep_us(uint32_t us) { sleep_us(us); }
+#endif
 
 uint64_t tmk_port_random64(void) {
   uint64_t v = 0;
@@ -168,8 +166,7 @@ int tmk_port_udp_open(tmk_port_sock* s, const char* host, uint16_t port) {
   struct sockaddr_storage sa;
   socklen_t sl = 0;
   int fd, rc;
-  s->fd = -1;
-  s->tcp = 0;
+  memset(s, 0, sizeof *s);
   if (__atomic_load_n(&fail_udp, __ATOMIC_RELAXED)) return TMK_ESOCKET;
   rc = resolve(host, port, SOCK_DGRAM, &sa, &sl);
   if (rc < 0) return rc;
@@ -180,6 +177,7 @@ int tmk_port_udp_open(tmk_port_sock* s, const char* host, uint16_t port) {
     return TMK_ESOCKET;
   }
   s->fd = fd;
+  s->open = 1;
   return 0;
 }
 
@@ -187,8 +185,7 @@ int tmk_port_tcp_connect(tmk_port_sock* s, const char* host, uint16_t port) {
   struct sockaddr_storage sa;
   socklen_t sl = 0;
   int fd, rc, one = 1;
-  s->fd = -1;
-  s->tcp = 1;
+  memset(s, 0, sizeof *s);
   rc = resolve(host, port, SOCK_STREAM, &sa, &sl);
   if (rc < 0) return rc;
   fd = socket(sa.ss_family, SOCK_STREAM, 0);
@@ -199,10 +196,12 @@ int tmk_port_tcp_connect(tmk_port_sock* s, const char* host, uint16_t port) {
     return TMK_ESOCKET;
   }
   s->fd = fd;
+  s->tcp = 1;
+  s->open = 1;
   if (connect(fd, (struct sockaddr*)&sa, sl) == 0) return 0;
   if (errno == EINPROGRESS || errno == EINTR) return TMK_EAGAIN;
   close(fd);
-  s->fd = -1;
+  memset(s, 0, sizeof *s);
   return TMK_ESOCKET;
 }
 
@@ -210,7 +209,7 @@ int tmk_port_tcp_poll_connect(tmk_port_sock* s) {
   struct pollfd p;
   int err = 0;
   socklen_t el = sizeof err;
-  if (s->fd < 0) return TMK_ESTATE;
+  if (!s->open) return TMK_ESTATE;
   p.fd = s->fd;
   p.events = POLLOUT;
   p.revents = 0;
@@ -221,7 +220,7 @@ int tmk_port_tcp_poll_connect(tmk_port_sock* s) {
 
 int tmk_port_send(tmk_port_sock* s, const void* data, size_t len) {
   ssize_t n;
-  if (s->fd < 0) return TMK_ESTATE;
+  if (!s->open) return TMK_ESTATE;
   do {
     n = send(s->fd, data, len, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
@@ -233,7 +232,7 @@ int tmk_port_send(tmk_port_sock* s, const void* data, size_t len) {
 
 int tmk_port_recv(tmk_port_sock* s, void* buf, size_t cap) {
   ssize_t n;
-  if (s->fd < 0) return TMK_ESTATE;
+  if (!s->open) return TMK_ESTATE;
   do {
     n = recv(s->fd, buf, cap, 0);
   } while (n < 0 && errno == EINTR);
@@ -248,7 +247,7 @@ int tmk_port_recv(tmk_port_sock* s, void* buf, size_t cap) {
 int tmk_port_wait_writable(tmk_port_sock* s, uint32_t timeout_ms) {
   struct pollfd p;
   int rc;
-  if (s->fd < 0) return TMK_ESTATE;
+  if (!s->open) return TMK_ESTATE;
   p.fd = s->fd;
   p.events = POLLOUT;
   p.revents = 0;
@@ -260,8 +259,8 @@ int tmk_port_wait_writable(tmk_port_sock* s, uint32_t timeout_ms) {
 }
 
 void tmk_port_close(tmk_port_sock* s) {
-  if (s->fd >= 0) close(s->fd);
-  s->fd = -1;
+  if (s->open) close(s->fd);
+  memset(s, 0, sizeof *s);
 }
 
 /* ---- Files -------------------------------------------------------------------------------- */

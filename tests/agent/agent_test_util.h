@@ -38,6 +38,27 @@ static inline tmk_agent_desc sink_desc(receiver* r) {
   return d;
 }
 
+/* A desc that sends to the socket receiver *r (started with recv_start) over UDP or TCP. */
+static inline tmk_agent_desc relay_desc(const receiver* r, int tcp) {
+  tmk_agent_desc d;
+  memset(&d, 0, sizeof d);
+  d.relay_host = "127.0.0.1";
+  d.relay_port = tcp ? r->tcp_port : r->udp_port;
+  d.transport = tcp ? TMK_TRANSPORT_TCP : TMK_TRANSPORT_UDP;
+  return d;
+}
+
+/* A desc aimed at a loopback port nobody listens on (a receiver started and stopped). */
+static inline tmk_agent_desc dead_relay_desc(int tcp) {
+  receiver r;
+  tmk_agent_desc d;
+  memset(&r, 0, sizeof r);
+  if (recv_start(&r) != 0) fail_msg("receiver did not start");
+  recv_stop(&r);
+  d = relay_desc(&r, tcp);
+  return d;
+}
+
 /* Per-test setup: a failed test may have left the agent running. */
 static inline int agent_reset(void** state) {
   (void)state;

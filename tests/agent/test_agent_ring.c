@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "agent_test_util.h"
+#include "tmk_port.h"
 
 #ifndef STRESS_N
 #define STRESS_N 500000 /* zones per producer */
@@ -159,12 +160,40 @@ static void thread_slots_counted_and_reused(void** state) {
   assert_true(s.drops[TMK_DROP_NO_THREAD] >= 200); /* two threads found no slot */
 }
 
+static void short_lived_port(void* arg) { (void)short_lived(arg); }
+
+/* issue 11: 10 threads one after another on 4 slots, started with the port's own thread call,
+ * lose nothing: each exit (the port's thread-exit hook) frees the slot for the next thread. */
+static void ten_threads_on_four_slots(void** state) {
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  tmk_port_thread t;
+  int i;
+  (void)state;
+  recv_init_offline(&sink);
+  d = sink_desc(&sink);
+  d.max_threads = 4;
+  d.ring_bytes = 8192;
+  d.overflow = TMK_OVERFLOW_WAIT;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  for (i = 0; i < 10; i++) {
+    assert_int_equal(tmk_port_thread_start(&t, short_lived_port, NULL), 0);
+    assert_int_equal(tmk_port_thread_join(&t), 0);
+    tmk_agent_flush(); /* drains the dead slot and frees it */
+  }
+  s = stats_now();
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(s.drops[TMK_DROP_NO_THREAD], 0);
+  assert_int_equal(recv_zones_named(&sink, "p2"), 1000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       AGENT_TEST(wait_mode_loses_nothing),
       AGENT_TEST(drop_mode_counts_exactly),
       AGENT_TEST(drop_mode_concurrent_accounts_for_all),
       AGENT_TEST(thread_slots_counted_and_reused),
+      AGENT_TEST(ten_threads_on_four_slots),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -142,6 +142,7 @@ static void handle_packet(receiver* r, const uint8_t* p, size_t len, int tcp) {
       r->hello_header_big_endian = (rd.hdr.flags & TMK_PKT_F_BIG_ENDIAN) != 0;
       copy_str(r->arch, sizeof r->arch, h.arch);
       copy_str(r->program, sizeof r->program, h.program);
+      copy_str(r->platform, sizeof r->platform, h.platform);
       if (r->auto_reject) {
         uint8_t out[256];
         tmk_proto_reject rj;

@@ -41,6 +41,7 @@ typedef struct receiver {
   uint64_t hello_big_endian, hello_pointer_size, hello_header_big_endian;
   char arch[32];
   char program[64];
+  char platform[32]; /* HELLO platform */
   uint64_t zones, markers_begin, markers_end, frames, plots, messages, sites_seen, clock_syncs;
   uint64_t drops[TMK_DROP_REASON_COUNT];
   uint64_t zone_depth_errors; /* a zone whose depth was impossible */

@@ -335,7 +335,8 @@ static void test_time_32bit_wrap(void** state) {
 }
 
 /* §5.3 promises a compact encoding: a leaf in a loop with the duration of its predecessor and a
- * small gap costs a short tag, a one-byte gap and a one-byte duration code. */
+ * small gap costs a short tag (one byte) and a few bits of number stream (§5.0: the gap about six,
+ * the predicted duration one), so under two bytes; the 1001 zones here take 1888. */
 static void test_compact_loop(void** state) {
   pt_enc* e = pt_enc_new(60000, -1, 0);
   size_t i, n = 0;
@@ -344,7 +345,7 @@ static void test_compact_loop(void** state) {
   n = add(g_in, n, 1, 0, 1000000, 1000 * 230 + 100);
   for (i = 0; i < 1000; i++) n = add(g_in, n, 2, 1, 1000000 + 50 + i * 230, 200);
   assert_int_equal(tmk_proto_put_zones(&e->w, g_in, n), (int)n);
-  if (e->w.len > 3 * 1000 + 40) fail_msg("1001 zones took %u body bytes", (unsigned)e->w.len);
+  if (e->w.len >= 2 * n) fail_msg("%u zones took %u body bytes", (unsigned)n, (unsigned)e->w.len);
   pt_enc_free(e);
 }
 
@@ -364,7 +365,8 @@ static void test_huge_durations(void** state) {
 }
 
 /* Site 0 is a valid zone site: its first leaf in a packet has no prediction (the slots start
- * empty), the next one does. */
+ * empty), the next one does. A round trip cannot tell which context was used (writer and reader
+ * share the predictor); test_decoder.c's test_site_zero_is_fresh pins that byte for byte. */
 static void test_site_zero_leaves(void** state) {
   size_t n = 0;
   (void)state;

@@ -1,93 +1,95 @@
-/* relay_http.c — the relay's web server (Debian's civetweb) and its JSON API under /api
+/* relay_api.c — the relay's web server (Debian's civetweb) and its JSON API under /api
  * (docs/API.md). Handlers run on civetweb worker threads and use only the thread-safe functions
  * of tmk_relay.h, so a request never blocks the ingest loop. Other handlers come in via hooks. */
 #define _POSIX_C_SOURCE 200809L
 #include <civetweb.h>
+#include <jansson.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "relay_api.h"
 #include "relay_internal.h"
 
 #define MAX_BODY 4096
-#define MAX_HOOKS 8
 #define MAX_LIST 4096
 
-static struct {
-  tmk_relay_http_hook fn;
-  void* ud;
-} g_hooks[MAX_HOOKS];
-static int g_nhooks;
-
-int tmk_relay_http_add_hook(tmk_relay_http_hook fn, void* ud) {
-  if (g_nhooks >= MAX_HOOKS) return TMK_ENOSPC;
-  g_hooks[g_nhooks].fn = fn;
-  g_hooks[g_nhooks].ud = ud;
-  g_nhooks++;
-  return 0;
-}
-
 /* ---------------------------------------------------------------------------------------------
- * Responses
+ * Responses. Errors follow one table (docs/API.md "Errors"): the status comes from the TMK_E*
+ * code, except 403 (EACCESS: a foreign Origin) and 405 (EINVAL: the wrong method).
  * ------------------------------------------------------------------------------------------- */
-static const char* status_text(int status) {
+static const char* http_reason(int status) {
   switch (status) {
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
+    case 422: return "Unprocessable Content";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
-    default: return "Error";
+    default: return "Internal Server Error"; /* not sent: every status used is listed above */
   }
 }
 
-static int send_json(struct mg_connection* conn, int status, tmk__json* j) {
-  if (j->oom) {
-    mg_printf(conn,
-              "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
-              "Content-Length: 41\r\nCache-Control: no-store\r\n\r\n"
-              "{\"error\":\"out of memory\",\"code\":\"ENOMEM\"}");
-    return 500;
+static int http_status(int err) {
+  switch (err) {
+    case TMK_EINVAL:
+    case TMK_ERANGE: return 400;
+    case TMK_EACCESS: return 401;
+    case TMK_ENOTFOUND: return 404;
+    case TMK_ESTATE:
+    case TMK_ENOSPC: return 409;
+    case TMK_ETOOBIG: return 413;
+    case TMK_ECORRUPT: return 422;
+    case TMK_EAGAIN: return 503;
+    default: return 500;
   }
+}
+
+static int send_body(struct mg_connection* conn, int status, const char* body, size_t len) {
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-            "Cache-Control: no-store\r\n\r\n",
-            status, status_text(status), j->len);
-  mg_write(conn, j->buf ? j->buf : "", j->len);
+            "Cache-Control: no-store\r\n%s\r\n",
+            status, http_reason(status), len,
+            status == 401 || status == 403 ? "Connection: close\r\n" : "");
+  mg_write(conn, body, len);
   return status;
 }
 
-static int send_error(struct mg_connection* conn, int status, const char* code, const char* msg) {
+/* Sends the reply built in j (500 ENOMEM if building it ran out of memory) and frees j. */
+static int reply(struct mg_connection* conn, int status, tmk__json* j) {
+  int rc;
+  if (j->oom) {
+    static const char oom[] = "{\"error\":\"out of memory\",\"code\":\"ENOMEM\"}";
+    rc = send_body(conn, 500, oom, sizeof oom - 1);
+  } else {
+    rc = send_body(conn, status, j->buf ? j->buf : "", j->len);
+  }
+  tmk__json_free(j);
+  return rc;
+}
+
+int tmk__http_send_error(struct mg_connection* conn, int status, int err, const char* msg) {
   tmk__json j;
   tmk__json_init(&j);
   tmk__json_begin_obj(&j);
   tmk__json_key(&j, "error");
-  tmk__json_cstr(&j, msg);
+  tmk__json_cstr(&j, msg && *msg ? msg : tmk_strerror(err));
   tmk__json_key(&j, "code");
-  tmk__json_cstr(&j, code);
+  tmk__json_cstr(&j, tmk_err_name(err));
   tmk__json_end_obj(&j);
-  int rc = send_json(conn, status, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, status ? status : http_status(err), &j);
 }
 
-static int send_tmk_error(struct mg_connection* conn, int err, const char* msg) {
-  int status = 500;
-  switch (err) {
-    case TMK_ENOTFOUND: status = 404; break;
-    case TMK_EINVAL:
-    case TMK_ERANGE: status = 400; break;
-    case TMK_ESTATE:
-    case TMK_ENOSPC: status = 409; break;
-    case TMK_ECORRUPT: status = 422; break;
-    case TMK_EAGAIN: status = 503; break;
-    default: status = 500; break;
-  }
-  return send_error(conn, status, tmk_err_name(err), msg && *msg ? msg : tmk_strerror(err));
+/* An error with the status from the table. */
+static int send_error(struct mg_connection* conn, int err, const char* msg) {
+  return tmk__http_send_error(conn, 0, err, msg);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -133,66 +135,32 @@ static int read_body(struct mg_connection* conn, char* buf, size_t cap) {
   return (int)len;
 }
 
-/* A tiny reader for the flat JSON objects the API accepts ({"level":3,"mask":255},
- * {"name":"x.tmkr"}). Finds "key" at the top level and returns a pointer to its value. */
-static const char* json_find(const char* body, const char* key) {
-  size_t klen = strlen(key);
-  const char* p = body;
-  int depth = 0;
-  while (*p) {
-    if (*p == '{' || *p == '[') depth++;
-    else if (*p == '}' || *p == ']') depth--;
-    else if (*p == '"') {
-      const char* q = p + 1;
-      while (*q && *q != '"') q += (*q == '\\' && q[1]) ? 2 : 1;
-      if (!*q) return NULL;
-      if (depth == 1 && (size_t)(q - p - 1) == klen && memcmp(p + 1, key, klen) == 0) {
-        q++;
-        while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
-        if (*q != ':') return NULL;
-        q++;
-        while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
-        return q;
-      }
-      p = q;
-    }
-    p++;
+/* Reads the body as a JSON object (jansson). Returns it (json_decref it) or NULL after sending
+ * 413 (too large) or 400 (`usage` as the message). */
+static json_t* read_json_object(struct mg_connection* conn, const char* usage) {
+  char body[MAX_BODY];
+  int len = read_body(conn, body, sizeof body);
+  if (len < 0) {
+    send_error(conn, TMK_ETOOBIG, "request body is larger than 4 KiB");
+    return NULL;
   }
-  return NULL;
+  json_t* o = json_loadb(body, (size_t)len, 0, NULL);
+  if (!json_is_object(o)) {
+    json_decref(o);
+    send_error(conn, TMK_EINVAL, usage);
+    return NULL;
+  }
+  return o;
 }
 
-/* Returns 1 with the value, 0 when absent, -1 when not a non-negative integer. */
-static int json_u64(const char* body, const char* key, uint64_t* out) {
-  const char* v = json_find(body, key);
+/* Returns 1 with the value, 0 when absent, -1 when not a non-negative integer (a string holding
+ * a decimal or 0x-hex number is accepted too, for masks). */
+static int obj_u64(const json_t* o, const char* key, uint64_t* out) {
+  const json_t* v = json_object_get(o, key);
   if (!v) return 0;
-  if (*v == '"') { /* accept "0xff" strings for masks */
-    char buf[32];
-    const char* e = strchr(v + 1, '"');
-    if (!e || (size_t)(e - v - 1) >= sizeof buf) return -1;
-    memcpy(buf, v + 1, (size_t)(e - v - 1));
-    buf[e - v - 1] = 0;
-    return parse_u64(buf, out) == 0 ? 1 : -1;
-  }
-  if (*v < '0' || *v > '9') return -1;
-  char* end;
-  errno = 0;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (errno || (*end && *end != ',' && *end != '}' && *end != ' ' && *end != '\n' && *end != '\r'))
-    return -1;
-  *out = x;
-  return 1;
-}
-
-/* Returns 1 with the string (no escapes allowed), 0 when absent, -1 when malformed. */
-static int json_string(const char* body, const char* key, char* out, size_t cap) {
-  const char* v = json_find(body, key);
-  if (!v) return 0;
-  if (*v != '"') return -1;
-  const char* e = v + 1;
-  while (*e && *e != '"' && *e != '\\') e++;
-  if (*e != '"' || (size_t)(e - v - 1) >= cap) return -1;
-  memcpy(out, v + 1, (size_t)(e - v - 1));
-  out[e - v - 1] = 0;
+  if (json_is_string(v)) return parse_u64(json_string_value(v), out) == 0 ? 1 : -1;
+  if (!json_is_integer(v) || json_integer_value(v) < 0) return -1;
+  *out = (uint64_t)json_integer_value(v);
   return 1;
 }
 
@@ -210,82 +178,95 @@ static void put_stats(tmk__json* j, const tmk_relay_stats* s) {
   tmk__json_end_obj(j);
 }
 
+/* A session as JSON (docs/API.md "Session"): one table, in the order the API lists the keys. */
+enum { F_STR, F_BOOL, F_INT, F_U32, F_U64, F_SID, F_BYTE_ORDER, F_CLOCK, F_CONTROL, F_DROPS,
+       F_STATS };
+#define FIELD(key, kind, member) {key, kind, offsetof(tmk_relay_session_info, member)}
+static const struct session_field {
+  const char* key;
+  int kind;
+  size_t off;
+} k_session_fields[] = {
+    FIELD("id", F_STR, id),
+    FIELD("session_id", F_SID, session_id),
+    FIELD("program", F_STR, program),
+    FIELD("live", F_BOOL, live),
+    FIELD("recorded", F_BOOL, recorded),
+    FIELD("recording", F_BOOL, recording),
+    FIELD("recording_path", F_STR, recording_path),
+    FIELD("has_hello", F_BOOL, has_hello),
+    FIELD("transport", F_STR, transport),
+    FIELD("source", F_STR, source),
+    FIELD("platform", F_STR, platform),
+    FIELD("arch", F_STR, arch),
+    FIELD("agent_version", F_STR, agent_version),
+    FIELD("build", F_STR, build),
+    FIELD("label", F_STR, label),
+    FIELD("byte_order", F_BYTE_ORDER, big_endian),
+    FIELD("pointer_size", F_INT, pointer_size),
+    FIELD("timer_freq", F_U64, timer_freq),
+    FIELD("caps", F_U32, caps),
+    FIELD("first_ns", F_U64, first_ns),
+    FIELD("last_ns", F_U64, last_ns),
+    FIELD("clock", F_CLOCK, clock_ns),
+    FIELD("created_unix_ns", F_U64, created_unix_ns),
+    FIELD("threads", F_U32, threads),
+    FIELD("sites", F_U32, sites),
+    FIELD("control", F_CONTROL, control_level),
+    FIELD("dropped_by_reason", F_DROPS, dropped_by_reason),
+    FIELD("stats", F_STATS, stats),
+};
+#undef FIELD
+
 static void put_session(tmk__json* j, const tmk_relay_session_info* in) {
   tmk__json_begin_obj(j);
-  tmk__json_key(j, "id");
-  tmk__json_cstr(j, in->id);
-  char sid[24];
-  snprintf(sid, sizeof sid, "%016" PRIx64, in->session_id);
-  tmk__json_key(j, "session_id");
-  tmk__json_cstr(j, sid);
-  tmk__json_key(j, "program");
-  tmk__json_cstr(j, in->program);
-  tmk__json_key(j, "live");
-  tmk__json_bool(j, in->live);
-  tmk__json_key(j, "recorded");
-  tmk__json_bool(j, in->recorded);
-  tmk__json_key(j, "recording");
-  tmk__json_bool(j, in->recording);
-  tmk__json_key(j, "recording_path");
-  tmk__json_cstr(j, in->recording_path);
-  tmk__json_key(j, "has_hello");
-  tmk__json_bool(j, in->has_hello);
-  tmk__json_key(j, "transport");
-  tmk__json_cstr(j, in->transport);
-  tmk__json_key(j, "source");
-  tmk__json_cstr(j, in->source);
-  tmk__json_key(j, "platform");
-  tmk__json_cstr(j, in->platform);
-  tmk__json_key(j, "arch");
-  tmk__json_cstr(j, in->arch);
-  tmk__json_key(j, "agent_version");
-  tmk__json_cstr(j, in->agent_version);
-  tmk__json_key(j, "build");
-  tmk__json_cstr(j, in->build);
-  tmk__json_key(j, "label");
-  tmk__json_cstr(j, in->label);
-  tmk__json_key(j, "byte_order");
-  tmk__json_cstr(j, in->has_hello ? (in->big_endian ? "big" : "little") : "");
-  tmk__json_key(j, "pointer_size");
-  tmk__json_u64(j, (uint64_t)in->pointer_size);
-  tmk__json_key(j, "timer_freq");
-  tmk__json_u64(j, in->timer_freq);
-  tmk__json_key(j, "caps");
-  tmk__json_u64(j, in->caps);
-  tmk__json_key(j, "first_ns");
-  tmk__json_u64(j, in->first_ns);
-  tmk__json_key(j, "last_ns");
-  tmk__json_u64(j, in->last_ns);
-  tmk__json_key(j, "clock");
-  tmk__json_begin_obj(j);
-  tmk__json_key(j, "ns");
-  tmk__json_u64(j, in->clock_ns);
-  tmk__json_key(j, "unix_ns");
-  tmk__json_u64(j, in->clock_unix_ns);
-  tmk__json_end_obj(j);
-  tmk__json_key(j, "created_unix_ns");
-  tmk__json_u64(j, in->created_unix_ns);
-  tmk__json_key(j, "threads");
-  tmk__json_u64(j, in->threads);
-  tmk__json_key(j, "sites");
-  tmk__json_u64(j, in->sites);
-  tmk__json_key(j, "control");
-  tmk__json_begin_obj(j);
-  tmk__json_key(j, "level");
-  if (in->control_level < 0) tmk__json_null(j);
-  else tmk__json_u64(j, (uint64_t)in->control_level);
-  tmk__json_key(j, "mask");
-  tmk__json_u64(j, in->control_mask);
-  tmk__json_end_obj(j);
-  tmk__json_key(j, "dropped_by_reason");
-  tmk__json_begin_obj(j);
-  for (unsigned i = 0; i < 5; i++) {
-    tmk__json_key(j, tmk_proto_drop_reason_name(i));
-    tmk__json_u64(j, in->dropped_by_reason[i]);
+  for (size_t i = 0; i < sizeof k_session_fields / sizeof k_session_fields[0]; i++) {
+    const struct session_field* f = &k_session_fields[i];
+    const char* p = (const char*)in + f->off;
+    tmk__json_key(j, f->key);
+    switch (f->kind) {
+      case F_STR: tmk__json_cstr(j, p); break;
+      case F_BOOL: tmk__json_bool(j, *(const int*)p); break;
+      case F_INT: tmk__json_i64(j, *(const int*)p); break;
+      case F_U32: tmk__json_u64(j, *(const uint32_t*)p); break;
+      case F_U64: tmk__json_u64(j, *(const uint64_t*)p); break;
+      case F_SID: {
+        char sid[24];
+        snprintf(sid, sizeof sid, "%016" PRIx64, in->session_id);
+        tmk__json_cstr(j, sid);
+        break;
+      }
+      case F_BYTE_ORDER:
+        tmk__json_cstr(j, in->has_hello ? (in->big_endian ? "big" : "little") : "");
+        break;
+      case F_CLOCK:
+        tmk__json_begin_obj(j);
+        tmk__json_key(j, "ns");
+        tmk__json_u64(j, in->clock_ns);
+        tmk__json_key(j, "unix_ns");
+        tmk__json_u64(j, in->clock_unix_ns);
+        tmk__json_end_obj(j);
+        break;
+      case F_CONTROL:
+        tmk__json_begin_obj(j);
+        tmk__json_key(j, "level");
+        if (in->control_level < 0) tmk__json_null(j);
+        else tmk__json_u64(j, (uint64_t)in->control_level);
+        tmk__json_key(j, "mask");
+        tmk__json_u64(j, in->control_mask);
+        tmk__json_end_obj(j);
+        break;
+      case F_DROPS:
+        tmk__json_begin_obj(j);
+        for (unsigned k = 0; k < 5; k++) {
+          tmk__json_key(j, tmk_proto_drop_reason_name(k));
+          tmk__json_u64(j, in->dropped_by_reason[k]);
+        }
+        tmk__json_end_obj(j);
+        break;
+      default: put_stats(j, &in->stats); break;
+    }
   }
-  tmk__json_end_obj(j);
-  tmk__json_key(j, "stats");
-  put_stats(j, &in->stats);
   tmk__json_end_obj(j);
 }
 
@@ -296,7 +277,7 @@ static int h_sessions(struct mg_connection* conn, tmk_relay* r) {
   int cap = tmk_relay_sessions(r, NULL, 0) + 16; /* a few more may appear meanwhile */
   if (cap > MAX_LIST) cap = MAX_LIST;
   tmk_relay_session_info* infos = malloc((size_t)cap * sizeof *infos);
-  if (!infos) return send_error(conn, 500, "ENOMEM", "out of memory");
+  if (!infos) return send_error(conn, TMK_ENOMEM, "out of memory");
   int n = tmk_relay_sessions(r, infos, (size_t)cap);
   if (n > cap) n = cap;
   tmk__json j;
@@ -305,21 +286,17 @@ static int h_sessions(struct mg_connection* conn, tmk_relay* r) {
   for (int i = 0; i < n; i++) put_session(&j, &infos[i]);
   tmk__json_end_arr(&j);
   free(infos);
-  int rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 static int h_session(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk_relay_session_info info;
   int rc = tmk_relay_session(r, id, &info);
-  if (rc < 0) return send_error(conn, 404, "ENOTFOUND", "no such session");
+  if (rc < 0) return send_error(conn, TMK_ENOTFOUND, "no such session");
   tmk__json j;
   tmk__json_init(&j);
   put_session(&j, &info);
-  rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 static int parse_query(struct mg_connection* conn, tmk_relay_query* q) {
@@ -328,19 +305,19 @@ static int parse_query(struct mg_connection* conn, tmk_relay_query* q) {
   q->thread = -1;
   uint64_t v;
   int rc;
-  if ((rc = query_u64(ri, "t0", &v)) < 0) return send_error(conn, 400, "EINVAL", "t0 must be ns");
+  if ((rc = query_u64(ri, "t0", &v)) < 0) return send_error(conn, TMK_EINVAL, "t0 must be ns");
   if (rc) q->t0_ns = v;
-  if ((rc = query_u64(ri, "t1", &v)) < 0) return send_error(conn, 400, "EINVAL", "t1 must be ns");
+  if ((rc = query_u64(ri, "t1", &v)) < 0) return send_error(conn, TMK_EINVAL, "t1 must be ns");
   if (rc) q->t1_ns = v;
-  if (q->t1_ns && q->t1_ns < q->t0_ns) return send_error(conn, 400, "EINVAL", "t1 is before t0");
+  if (q->t1_ns && q->t1_ns < q->t0_ns) return send_error(conn, TMK_EINVAL, "t1 is before t0");
   if ((rc = query_u64(ri, "thread", &v)) < 0 || (rc && v > UINT32_MAX))
-    return send_error(conn, 400, "EINVAL", "thread must be a thread index");
+    return send_error(conn, TMK_EINVAL, "thread must be a thread index");
   if (rc) q->thread = (int64_t)v;
   if ((rc = query_u64(ri, "min_dur", &v)) < 0)
-    return send_error(conn, 400, "EINVAL", "min_dur must be ns");
+    return send_error(conn, TMK_EINVAL, "min_dur must be ns");
   if (rc) q->min_dur_ns = v;
   if ((rc = query_u64(ri, "limit", &v)) < 0 || (rc && (v == 0 || v > 1000000)))
-    return send_error(conn, 400, "EINVAL", "limit must be 1..1000000");
+    return send_error(conn, TMK_EINVAL, "limit must be 1..1000000");
   q->limit = rc ? (size_t)v : 100000;
   return 0;
 }
@@ -382,7 +359,7 @@ static int h_zones(struct mg_connection* conn, tmk_relay* r, const char* id) {
   int n = tmk_relay_query_zones(r, id, &q, zone_cb, &c);
   if (n < 0) {
     tmk__json_free(&j);
-    return send_error(conn, 404, "ENOTFOUND", "no such session");
+    return send_error(conn, TMK_ENOTFOUND, "no such session");
   }
   tmk__json_end_arr(&j);
   tmk__json_key(&j, "count");
@@ -390,9 +367,7 @@ static int h_zones(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk__json_key(&j, "truncated");
   tmk__json_bool(&j, c.n >= q.limit);
   tmk__json_end_obj(&j);
-  int rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 static const char* const k_ev_names[] = {"", "frame", "plot", "message", "marker_begin",
@@ -452,7 +427,7 @@ static int h_events(struct mg_connection* conn, tmk_relay* r, const char* id) {
       for (unsigned i = 1; i <= 5; i++)
         if (strcmp(t, k_ev_names[i]) == 0) k = i;
       if (!k)
-        return send_error(conn, 400, "EINVAL",
+        return send_error(conn, TMK_EINVAL,
                           "type must be a comma list of frame, plot, message, marker_begin, "
                           "marker_end");
       mask |= 1u << k;
@@ -467,7 +442,7 @@ static int h_events(struct mg_connection* conn, tmk_relay* r, const char* id) {
   int n = tmk_relay_query_events(r, id, &q, mask, event_cb, &c);
   if (n < 0) {
     tmk__json_free(&j);
-    return send_error(conn, 404, "ENOTFOUND", "no such session");
+    return send_error(conn, TMK_ENOTFOUND, "no such session");
   }
   tmk__json_end_arr(&j);
   tmk__json_key(&j, "count");
@@ -475,9 +450,7 @@ static int h_events(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk__json_key(&j, "truncated");
   tmk__json_bool(&j, c.n >= q.limit);
   tmk__json_end_obj(&j);
-  int rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 static int site_cb(void* ud, const tmk_relay_site* s) {
@@ -524,7 +497,7 @@ static int h_sites(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk__json_begin_arr(&j);
   if (tmk_relay_query_sites(r, id, site_cb, &j) < 0) {
     tmk__json_free(&j);
-    return send_error(conn, 404, "ENOTFOUND", "no such session");
+    return send_error(conn, TMK_ENOTFOUND, "no such session");
   }
   tmk__json_end_arr(&j);
   tmk__json_key(&j, "threads");
@@ -536,15 +509,13 @@ static int h_sites(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk_relay_query_teams(r, id, name_cb, &j);
   tmk__json_end_arr(&j);
   tmk__json_end_obj(&j);
-  int rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 static int h_record(struct mg_connection* conn, tmk_relay* r, const char* id, int on) {
   char path[512] = "", err[256] = "";
   int rc = tmk_relay_record(r, id, on, path, sizeof path, err, sizeof err);
-  if (rc < 0) return send_tmk_error(conn, rc, err);
+  if (rc < 0) return send_error(conn, rc, err);
   tmk__json j;
   tmk__json_init(&j);
   tmk__json_begin_obj(&j);
@@ -557,25 +528,22 @@ static int h_record(struct mg_connection* conn, tmk_relay* r, const char* id, in
     tmk__json_cstr(&j, path);
   }
   tmk__json_end_obj(&j);
-  rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 static int h_control(struct mg_connection* conn, tmk_relay* r, const char* id) {
-  char body[MAX_BODY];
-  int len = read_body(conn, body, sizeof body);
-  if (len < 0) return send_error(conn, 413, "ETOOBIG", "request body is larger than 4 KiB");
+  static const char usage[] = "body must be JSON {\"level\": 0..5, \"mask\": 32-bit team mask}";
+  json_t* body = read_json_object(conn, usage);
+  if (!body) return 400;
   uint64_t level = 0, mask = 0;
-  int hl = json_u64(body, "level", &level), hm = json_u64(body, "mask", &mask);
-  if (hl <= 0 || hm <= 0)
-    return send_error(conn, 400, "EINVAL",
-                      "body must be JSON {\"level\": 0..5, \"mask\": 32-bit team mask}");
-  if (level > 5) return send_error(conn, 400, "ERANGE", "level must be 0..5 (critical..trace)");
-  if (mask > UINT32_MAX) return send_error(conn, 400, "ERANGE", "mask must fit in 32 bits");
+  int hl = obj_u64(body, "level", &level), hm = obj_u64(body, "mask", &mask);
+  json_decref(body);
+  if (hl <= 0 || hm <= 0) return send_error(conn, TMK_EINVAL, usage);
+  if (level > 5) return send_error(conn, TMK_ERANGE, "level must be 0..5 (critical..trace)");
+  if (mask > UINT32_MAX) return send_error(conn, TMK_ERANGE, "mask must fit in 32 bits");
   char err[256] = "";
   int rc = tmk_relay_control(r, id, (int)level, (uint32_t)mask, err, sizeof err);
-  if (rc < 0) return send_tmk_error(conn, rc, err);
+  if (rc < 0) return send_error(conn, rc, err);
   tmk__json j;
   tmk__json_init(&j);
   tmk__json_begin_obj(&j);
@@ -586,14 +554,12 @@ static int h_control(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk__json_key(&j, "mask");
   tmk__json_u64(&j, mask);
   tmk__json_end_obj(&j);
-  rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 static int h_recordings(struct mg_connection* conn, tmk_relay* r) {
   tmk_relay_recording_info* list = malloc(MAX_LIST * sizeof *list);
-  if (!list) return send_error(conn, 500, "ENOMEM", "out of memory");
+  if (!list) return send_error(conn, TMK_ENOMEM, "out of memory");
   int n = tmk_relay_recordings(r, list, MAX_LIST);
   if (n > MAX_LIST) n = MAX_LIST;
   tmk__json j;
@@ -615,22 +581,22 @@ static int h_recordings(struct mg_connection* conn, tmk_relay* r) {
   }
   tmk__json_end_arr(&j);
   free(list);
-  int rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 static int h_open(struct mg_connection* conn, tmk_relay* r) {
-  char body[MAX_BODY];
-  int len = read_body(conn, body, sizeof body);
-  if (len < 0) return send_error(conn, 413, "ETOOBIG", "request body is larger than 4 KiB");
+  static const char usage[] = "body must be JSON {\"name\": \"<file in the data directory>\"}";
+  json_t* body = read_json_object(conn, usage);
+  if (!body) return 400;
+  const char* v = json_string_value(json_object_get(body, "name"));
   char name[256];
-  if (json_string(body, "name", name, sizeof name) <= 0)
-    return send_error(conn, 400, "EINVAL",
-                      "body must be JSON {\"name\": \"<file in the data directory>\"}");
+  int ok = v && strlen(v) < sizeof name;
+  if (ok) snprintf(name, sizeof name, "%s", v);
+  json_decref(body);
+  if (!ok) return send_error(conn, TMK_EINVAL, usage);
   char id[TMK_RELAY_ID_MAX] = "", err[256] = "";
   int rc = tmk_relay_open_recording(r, name, id, sizeof id, err, sizeof err);
-  if (rc < 0) return send_tmk_error(conn, rc, err);
+  if (rc < 0) return send_error(conn, rc, err);
   return h_session(conn, r, id);
 }
 
@@ -660,9 +626,7 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   if (r->ch) tmk__ch_json_stats(r->ch, &j);
   else tmk__json_null(&j);
   tmk__json_end_obj(&j);
-  int rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 /* GET /api/history/NAME?...: the history sink's fixed queries (docs/CLICKHOUSE.md). */
@@ -684,8 +648,8 @@ static const char* hist_get(void* ud, const char* key) {
 
 static int h_history(struct mg_connection* conn, tmk_relay* r, const char* name) {
   if (!r->ch)
-    return send_error(conn, 404, "ENOTFOUND",
-                      "history needs ClickHouse: start telemark-relay with --clickhouse URL");
+    return tmk__http_send_error(conn, 404, TMK_ENOTFOUND,
+                                "history needs ClickHouse: start telemark-relay with --clickhouse URL");
   hist_params p;
   p.ri = mg_get_request_info(conn);
   p.used = 0;
@@ -695,13 +659,10 @@ static int h_history(struct mg_connection* conn, tmk_relay* r, const char* name)
   int rc = tmk__ch_history(r->ch, name, hist_get, &p, &j, err, sizeof err);
   if (rc < 0) {
     tmk__json_free(&j);
-    return send_error(conn, rc == TMK_EINVAL ? 400 : rc == TMK_ENOTFOUND ? 404 : 502,
-                      rc == TMK_EINVAL ? "EINVAL" : rc == TMK_ENOTFOUND ? "ENOTFOUND" : "ESOCKET",
-                      err);
+    return tmk__http_send_error(conn, rc == TMK_EINVAL ? 400 : rc == TMK_ENOTFOUND ? 404 : 502, rc,
+                                err);
   }
-  rc = send_json(conn, 200, &j);
-  tmk__json_free(&j);
-  return rc;
+  return reply(conn, 200, &j);
 }
 
 /* /api/...: routes by method and path. */
@@ -712,23 +673,23 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
   const char* uri = ri->local_uri ? ri->local_uri : "";
   int get = strcmp(m, "GET") == 0, post = strcmp(m, "POST") == 0;
   if (strcmp(uri, "/api/sessions") == 0) {
-    if (!get) return send_error(conn, 405, "EMETHOD", "use GET");
+    if (!get) return tmk__http_send_error(conn, 405, TMK_EINVAL, "use GET");
     return h_sessions(conn, r);
   }
   if (strcmp(uri, "/api/relay") == 0) {
-    if (!get) return send_error(conn, 405, "EMETHOD", "use GET");
+    if (!get) return tmk__http_send_error(conn, 405, TMK_EINVAL, "use GET");
     return h_relay(conn, r);
   }
   if (strcmp(uri, "/api/recordings") == 0) {
-    if (!get) return send_error(conn, 405, "EMETHOD", "use GET");
+    if (!get) return tmk__http_send_error(conn, 405, TMK_EINVAL, "use GET");
     return h_recordings(conn, r);
   }
   if (strncmp(uri, "/api/history/", 13) == 0) {
-    if (!get) return send_error(conn, 405, "EMETHOD", "use GET");
+    if (!get) return tmk__http_send_error(conn, 405, TMK_EINVAL, "use GET");
     return h_history(conn, r, uri + 13);
   }
   if (strcmp(uri, "/api/recordings/open") == 0) {
-    if (!post) return send_error(conn, 405, "EMETHOD", "use POST");
+    if (!post) return tmk__http_send_error(conn, 405, TMK_EINVAL, "use POST");
     return h_open(conn, r);
   }
   if (strncmp(uri, "/api/sessions/", 14) == 0) {
@@ -736,7 +697,7 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
     const char* slash = strchr(rest, '/');
     size_t idlen = slash ? (size_t)(slash - rest) : strlen(rest);
     if (idlen == 0 || idlen >= TMK_RELAY_ID_MAX)
-      return send_error(conn, 404, "ENOTFOUND", "no such session");
+      return send_error(conn, TMK_ENOTFOUND, "no such session");
     char id[TMK_RELAY_ID_MAX];
     memcpy(id, rest, idlen);
     id[idlen] = 0;
@@ -749,7 +710,7 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
       if (strcmp(sub, routes[i].path) != 0) continue;
       if (routes[i].post ? !post : !get)
-        return send_error(conn, 405, "EMETHOD", routes[i].post ? "use POST" : "use GET");
+        return tmk__http_send_error(conn, 405, TMK_EINVAL, routes[i].post ? "use POST" : "use GET");
       switch (i) {
         case 0: return h_session(conn, r, id);
         case 1: return h_zones(conn, r, id);
@@ -761,28 +722,28 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
       }
     }
   }
-  return send_error(conn, 404, "ENOTFOUND", "no such API endpoint (see docs/API.md)");
+  return send_error(conn, TMK_ENOTFOUND, "no such API endpoint (see docs/API.md)");
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Server
  * ------------------------------------------------------------------------------------------- */
-static char g_start_error[256];
-
+/* civetweb's messages: debug log; the first one while starting says why it failed. */
 static int log_message(const struct mg_connection* conn, const char* msg) {
-  (void)conn;
-  if (!g_start_error[0]) snprintf(g_start_error, sizeof g_start_error, "%s", msg);
-  tmk__log(TMK_LOG_DEBUG, "http: %s", msg);
+  struct mg_context* ctx = conn ? mg_get_context(conn) : NULL;
+  tmk_relay* r = ctx ? mg_get_user_data(ctx) : NULL;
+  if (r && !r->http && !r->http_start_error[0])
+    snprintf(r->http_start_error, sizeof r->http_start_error, "%s", msg);
+  if (r) tmk_relay__log(&r->log, TMK_LOG_DEBUG, "http: %s", msg);
   return 1;
 }
 
+static void init_civetweb(void) { mg_init_library(0); }
+
 int tmk__http_start(tmk_relay* r) {
   if (r->cfg.http_port < 0) return 0;
-  static int lib_ready;
-  if (!lib_ready) {
-    mg_init_library(0);
-    lib_ready = 1;
-  }
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, init_civetweb);
   char ports[96];
   if (strchr(r->cfg.http_host, ':'))
     snprintf(ports, sizeof ports, "[%s]:%d", r->cfg.http_host, r->cfg.http_port);
@@ -793,18 +754,19 @@ int tmk__http_start(tmk_relay* r) {
   struct mg_callbacks cb;
   memset(&cb, 0, sizeof cb);
   cb.log_message = log_message;
-  g_start_error[0] = 0;
+  r->http_start_error[0] = 0;
   r->http = mg_start(&cb, r, options);
   if (!r->http) {
-    tmk__log(TMK_LOG_ERROR, "cannot serve HTTP on %s: %s (port in use? choose another with "
-             "--http)", ports, g_start_error[0] ? g_start_error : "civetweb failed to start");
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "cannot serve HTTP on %s: %s (port in use? choose another with "
+             "--http)", ports, r->http_start_error[0] ? r->http_start_error : "civetweb failed to start");
     return TMK_ESOCKET;
   }
   struct mg_server_port sp[4];
   int n = mg_get_server_ports(r->http, 4, sp);
   r->http_port_bound = n > 0 ? sp[0].port : r->cfg.http_port;
   mg_set_request_handler(r->http, "/api", api_handler, r);
-  for (int i = 0; i < g_nhooks; i++) g_hooks[i].fn(r->http, r, g_hooks[i].ud);
+  for (int i = 0; i < TMK_RELAY_MAX_HOOKS; i++)
+    if (r->cfg.hook_fn[i]) r->cfg.hook_fn[i](r->http, r, r->cfg.hook_ud[i]);
   return 0;
 }
 

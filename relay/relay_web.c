@@ -1,6 +1,6 @@
-/* tmk_relay_web.c — serves the dashboard embedded at build time (tmk::web_assets) at "/", guards
+/* relay_web.c — serves the dashboard embedded at build time (tmk::web_assets) at "/", guards
  * /api and the WebSocket with the access token and an Origin check, and installs the live stream
- * (tmk_relay_ws.c). Nothing but embedded assets is ever served from here. */
+ * (relay_stream.c). Nothing but embedded assets is ever served from here. */
 #define _POSIX_C_SOURCE 200809L
 #include <civetweb.h>
 #include <stdio.h>
@@ -8,11 +8,15 @@
 #include <string.h>
 #include <strings.h>
 
-#include "tmk_relay_web.h"
+#include "relay_api.h"
+#include "relay_stream.h"
 #include "tmk_web_assets.h"
 
-static char g_token[128];
-static int g_check_origin = 1;
+struct tmk_relay_web {
+  char token[128];   /* "" = none required */
+  int check_origin;
+  tmk__stream* stream;
+};
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -40,23 +44,23 @@ int tmk_relay_web_make_token(char* out, size_t cap) {
 }
 
 /* Constant-time comparison of a candidate against the token. */
-static int token_equal(const char* s, size_t n) {
-  size_t tl = strlen(g_token);
+static int token_equal(const tmk_relay_web* w, const char* s, size_t n) {
+  size_t tl = strlen(w->token);
   unsigned diff = (unsigned)(n ^ tl);
-  for (size_t i = 0; i < tl; i++) diff |= (unsigned)(g_token[i] ^ (i < n ? s[i] : 0));
+  for (size_t i = 0; i < tl; i++) diff |= (unsigned)(w->token[i] ^ (i < n ? s[i] : 0));
   return diff == 0;
 }
 
-static int has_token(const struct mg_connection* conn) {
-  if (!g_token[0]) return 1;
+static int has_token(const tmk_relay_web* w, const struct mg_connection* conn) {
+  if (!w->token[0]) return 1;
   const struct mg_request_info* ri = mg_get_request_info(conn);
   const char* auth = mg_get_header(conn, "Authorization");
-  if (auth && strncasecmp(auth, "Bearer ", 7) == 0 && token_equal(auth + 7, strlen(auth + 7))) return 1;
+  if (auth && strncasecmp(auth, "Bearer ", 7) == 0 && token_equal(w, auth + 7, strlen(auth + 7))) return 1;
   const char* q = ri ? ri->query_string : NULL;
   while (q && *q) {
     const char* amp = strchr(q, '&');
     size_t len = amp ? (size_t)(amp - q) : strlen(q);
-    if (len > 6 && strncmp(q, "token=", 6) == 0 && token_equal(q + 6, len - 6)) return 1;
+    if (len > 6 && strncmp(q, "token=", 6) == 0 && token_equal(w, q + 6, len - 6)) return 1;
     q = amp ? amp + 1 : NULL;
   }
   return 0;
@@ -75,33 +79,28 @@ static int origin_ok(const struct mg_connection* conn) {
   return strcasecmp(p, host) == 0;
 }
 
-int tmk__relay_web_authorized(const struct mg_connection* conn, int websocket) {
-  if (!has_token(conn)) return 0;
-  if (websocket && (g_check_origin || g_token[0]) && !origin_ok(conn)) return 0;
+/* The live stream's connect check (tmk__stream_auth_fn): token and Origin. */
+static int ws_authorized(void* ud, const struct mg_connection* conn) {
+  const tmk_relay_web* w = ud;
+  if (!has_token(w, conn)) return 0;
+  if ((w->check_origin || w->token[0]) && !origin_ok(conn)) return 0;
   return 1;
 }
 
 /* ---- handlers --------------------------------------------------------------------------- */
 
 static int auth_api(struct mg_connection* conn, void* ud) {
-  (void)ud;
+  const tmk_relay_web* w = ud;
   const char* up = mg_get_header(conn, "Upgrade");
   int ws = up && strcasecmp(up, "websocket") == 0;
-  if (!has_token(conn)) {
-    static const char body[] =
-        "{\"error\":\"missing or wrong access token: open the URL the relay printed (it ends in ?token=...)\",\"code\":\"EAUTH\"}";
-    mg_printf(conn,
-              "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: %u\r\n"
-              "Connection: close\r\n\r\n%s",
-              (unsigned)(sizeof body - 1), body);
+  if (!has_token(w, conn)) {
+    tmk__http_send_error(conn, 401, TMK_EACCESS,
+                         "missing or wrong access token: open the URL the relay printed (it ends "
+                         "in ?token=...)");
     return 0;
   }
-  if (ws && (g_check_origin || g_token[0]) && !origin_ok(conn)) {
-    static const char body[] = "{\"error\":\"WebSocket Origin does not match the relay's host\",\"code\":\"EORIGIN\"}";
-    mg_printf(conn,
-              "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: %u\r\n"
-              "Connection: close\r\n\r\n%s",
-              (unsigned)(sizeof body - 1), body);
+  if (ws && (w->check_origin || w->token[0]) && !origin_ok(conn)) {
+    tmk__http_send_error(conn, 403, TMK_EACCESS, "WebSocket Origin does not match the relay's host");
     return 0;
   }
   return 1;
@@ -132,28 +131,39 @@ static int serve_asset(struct mg_connection* conn, void* ud) {
   return 200;
 }
 
-static void install(struct mg_context* ctx, tmk_relay* r, void* ud) {
-  (void)ud;
-  mg_set_auth_handler(ctx, "/api", auth_api, NULL);
+void tmk_relay_web_hook(struct mg_context* ctx, tmk_relay* r, void* ud) {
+  tmk_relay_web* w = ud;
+  mg_set_auth_handler(ctx, "/api", auth_api, w);
   mg_set_request_handler(ctx, "/$", serve_asset, NULL);
   for (size_t i = 0; i < tmk_web_asset_count(); i++) {
     const tmk_web_asset* a = tmk_web_asset_at(i);
     mg_set_request_handler(ctx, a->path, serve_asset, NULL);
   }
-  tmk__relay_ws_register(ctx, r);
+  tmk__stream_register(w->stream, ctx, r, ws_authorized, w);
 }
 
-int tmk_relay_web_install(tmk_relay* r, const tmk_relay_web_desc* d) {
-  (void)r;
-  g_token[0] = 0;
-  g_check_origin = 1;
-  if (d) {
-    if (d->token) {
-      if (strlen(d->token) >= sizeof g_token) return TMK_EINVAL;
-      snprintf(g_token, sizeof g_token, "%s", d->token);
-    }
-    g_check_origin = d->check_origin;
-    tmk__relay_ws_set_teams(d->team_names);
+int tmk_relay_web_create(const tmk_relay_web_desc* d, tmk_relay_web** out) {
+  *out = NULL;
+  if (d && d->token && strlen(d->token) >= sizeof((tmk_relay_web*)0)->token) return TMK_EINVAL;
+  tmk_relay_web* w = calloc(1, sizeof *w);
+  if (!w) return TMK_ENOMEM;
+  w->check_origin = d ? d->check_origin : 1;
+  if (d && d->token) snprintf(w->token, sizeof w->token, "%s", d->token);
+  w->stream = tmk__stream_new(d ? d->team_names : NULL);
+  if (!w->stream) {
+    free(w);
+    return TMK_ENOMEM;
   }
-  return tmk_relay_http_add_hook(install, NULL);
+  *out = w;
+  return 0;
+}
+
+void tmk_relay_web_destroy(tmk_relay_web* w) {
+  if (!w) return;
+  tmk__stream_free(w->stream);
+  free(w);
+}
+
+void tmk_relay_web_get_stats(tmk_relay_web* w, tmk_relay_stream_stats* out) {
+  tmk__stream_get_stats(w->stream, out);
 }

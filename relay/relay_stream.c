@@ -1,9 +1,10 @@
-/* tmk_relay_ws.c — the dashboard's live stream: one WebSocket per browser at /api/stream, each
+/* relay_stream.c — the dashboard's live stream: one WebSocket per browser at /api/stream, each
  * with its own sender thread, subscription and filters (session, threads, severity, team mask)
  * applied here before sending. Binary format: docs/API.md, "Live stream". A slow browser only
  * blocks its own thread; the relay's live ring skips for it and it gets a coalesced backfill. */
 #define _POSIX_C_SOURCE 200809L
 #include <civetweb.h>
+#include <jansson.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -13,7 +14,8 @@
 #include <time.h>
 
 #include "tmk_relay.h"
-#include "tmk_relay_web.h"
+#include "relay_stream.h"
+#include "tmk_proto.h"
 
 /* ============================================================================================
  * Tunables
@@ -59,11 +61,10 @@ static void b_u8(buf* b, unsigned v) {
   if (b->oom) return;
   b->p[b->n++] = (unsigned char)v;
 }
-static void b_var(buf* b, uint64_t v) {
+static void b_var(buf* b, uint64_t v) { /* LEB128, protocol/'s codec */
   b_need(b, 10);
   if (b->oom) return;
-  while (v >= 0x80) { b->p[b->n++] = (unsigned char)(v | 0x80); v >>= 7; }
-  b->p[b->n++] = (unsigned char)v;
+  b->n += (size_t)tmk_proto_varint_put(b->p + b->n, v);
 }
 static void b_svar(buf* b, int64_t v) { b_var(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
 static void b_bytes(buf* b, const void* s, size_t n) {
@@ -102,9 +103,12 @@ typedef struct site_ent {
   uint32_t verbosity;
 } site_ent;
 
+typedef struct tmk__stream tmk__stream;
+
 typedef struct client {
   struct mg_connection* conn;
   tmk_relay* r;
+  tmk__stream* st;
   pthread_t thread;
   int started;
   pthread_mutex_t mu;   /* guards stop, sub_next, has_sub_next */
@@ -136,25 +140,50 @@ typedef struct client {
   int64_t zones_prev;
 } client;
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* guards g_clients, g_gen, stats */
-static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-static uint64_t g_gen;
-static client* g_clients;
-static tmk_relay_ws_stats g_stats;
+/* The stream of one relay: its clients, the wake-up generation and the counters. */
+struct tmk__stream {
+  tmk_relay* r;
+  tmk__stream_auth_fn authorize;
+  void* auth_ud;
+  pthread_mutex_t mu; /* guards clients, gen, stats */
+  pthread_cond_t cv;
+  uint64_t gen;
+  client* clients;
+  tmk_relay_stream_stats stats;
+  char team_override[32][64]; /* immutable after tmk__stream_new */
+};
 
-void tmk_relay_ws_get_stats(tmk_relay_ws_stats* out) {
-  pthread_mutex_lock(&g_mu);
-  *out = g_stats;
-  pthread_mutex_unlock(&g_mu);
+tmk__stream* tmk__stream_new(const char* const team_names[32]) {
+  tmk__stream* st = calloc(1, sizeof *st);
+  if (!st) return NULL;
+  pthread_mutex_init(&st->mu, NULL);
+  pthread_cond_init(&st->cv, NULL);
+  for (int i = 0; i < 32; i++)
+    snprintf(st->team_override[i], sizeof st->team_override[i], "%s",
+             team_names && team_names[i] ? team_names[i] : "");
+  return st;
+}
+
+void tmk__stream_free(tmk__stream* st) {
+  if (!st) return;
+  pthread_mutex_destroy(&st->mu);
+  pthread_cond_destroy(&st->cv);
+  free(st);
+}
+
+void tmk__stream_get_stats(tmk__stream* st, tmk_relay_stream_stats* out) {
+  pthread_mutex_lock(&st->mu);
+  *out = st->stats;
+  pthread_mutex_unlock(&st->mu);
 }
 
 /* Called by the relay's loop after each decoded batch: wakes every sender. Never blocks long. */
 static void on_data(void* ud) {
-  (void)ud;
-  pthread_mutex_lock(&g_mu);
-  g_gen++;
-  pthread_cond_broadcast(&g_cv);
-  pthread_mutex_unlock(&g_mu);
+  tmk__stream* st = ud;
+  pthread_mutex_lock(&st->mu);
+  st->gen++;
+  pthread_cond_broadcast(&st->cv);
+  pthread_mutex_unlock(&st->mu);
 }
 
 static uint64_t now_ms(void) {
@@ -173,10 +202,10 @@ static int ws_send(client* c, int opcode, const void* p, size_t n) {
   else if (opcode == MG_WEBSOCKET_OPCODE_BINARY) c->sent += n;
   pthread_mutex_unlock(&c->wmu);
   if (rc <= 0) return -1;
-  pthread_mutex_lock(&g_mu);
-  g_stats.messages++;
-  g_stats.bytes += n;
-  pthread_mutex_unlock(&g_mu);
+  pthread_mutex_lock(&c->st->mu);
+  c->st->stats.messages++;
+  c->st->stats.bytes += n;
+  pthread_mutex_unlock(&c->st->mu);
   return 0;
 }
 static void send_text(client* c, const char* json) {
@@ -289,17 +318,12 @@ static int thread_cb(void* ud, uint32_t thread, const char* name) {
 typedef struct team_ctx {
   buf* b;
   uint32_t hash;
+  const tmk__stream* st;
 } team_ctx;
-static char g_team_override[32][64];
-
-void tmk__relay_ws_set_teams(const char* const names[32]) {
-  for (int i = 0; i < 32; i++)
-    snprintf(g_team_override[i], sizeof g_team_override[i], "%s", names && names[i] ? names[i] : "");
-}
 
 static int team_cb(void* ud, uint32_t bit, const char* name) {
   team_ctx* t = ud;
-  if (bit < 32 && g_team_override[bit][0]) return 0; /* sent from the override table */
+  if (bit < 32 && t->st->team_override[bit][0]) return 0; /* sent from the override table */
   b_u8(t->b, REC_TEAM);
   b_var(t->b, bit);
   size_t n = name ? strlen(name) : 0;
@@ -321,14 +345,14 @@ static void send_meta(client* c, int force) {
     tmk_relay_query_threads(c->r, c->cur.session, thread_cb, &c->out);
   }
   buf tb = {0};
-  team_ctx tc = {&tb, 7};
+  team_ctx tc = {&tb, 7, c->st};
   tmk_relay_query_teams(c->r, c->cur.session, team_cb, &tc);
   for (uint32_t bit = 0; bit < 32; bit++) {
-    if (!g_team_override[bit][0]) continue;
+    if (!c->st->team_override[bit][0]) continue;
     tc.hash = tc.hash * 31u + bit + 1u;
     b_u8(&tb, REC_TEAM);
     b_var(&tb, bit);
-    b_str(&tb, g_team_override[bit], strlen(g_team_override[bit]));
+    b_str(&tb, c->st->team_override[bit], strlen(c->st->team_override[bit]));
   }
   if (force || tc.hash != c->teams_seen_hash) {
     c->teams_seen_hash = tc.hash;
@@ -615,9 +639,9 @@ static void pump_live(client* c) {
       b_var(&c->out, skipped);
       b_var(&c->out, 0);
       msg_flush(c);
-      pthread_mutex_lock(&g_mu);
-      g_stats.coalesced++;
-      pthread_mutex_unlock(&g_mu);
+      pthread_mutex_lock(&c->st->mu);
+      c->st->stats.coalesced++;
+      pthread_mutex_unlock(&c->st->mu);
       if (to > from) {
         uint64_t a = (uint64_t)(from + c->origin), z = (uint64_t)(to + c->origin);
         msg_begin(c, MSG_DATA, from);
@@ -687,102 +711,82 @@ static void* sender_main(void* arg) {
       }
     }
     /* wait for data, a new subscription, or the idle timeout */
-    pthread_mutex_lock(&g_mu);
-    if (g_gen == seen) {
+    pthread_mutex_lock(&c->st->mu);
+    if (c->st->gen == seen) {
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       ts.tv_nsec += WS_IDLE_WAIT_MS * 1000000L;
       if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-      pthread_cond_timedwait(&g_cv, &g_mu, &ts);
+      pthread_cond_timedwait(&c->st->cv, &c->st->mu, &ts);
     }
-    seen = g_gen;
-    pthread_mutex_unlock(&g_mu);
+    seen = c->st->gen;
+    pthread_mutex_unlock(&c->st->mu);
   }
   detach(c);
   return NULL;
 }
 
 /* ============================================================================================
- * Subscription parsing (a tiny reader for the flat JSON the page sends)
+ * Subscription parsing (jansson)
  * ============================================================================================ */
-static const char* json_key(const char* js, size_t n, const char* key) {
-  size_t kl = strlen(key);
-  for (size_t i = 0; i + kl + 2 < n; i++) {
-    if (js[i] == '"' && memcmp(js + i + 1, key, kl) == 0 && js[i + 1 + kl] == '"') {
-      const char* p = js + i + kl + 2;
-      while (p < js + n && (*p == ' ' || *p == ':')) p++;
-      return p < js + n ? p : NULL;
-    }
-  }
-  return NULL;
+/* Returns 1 with the number, 0 when absent, -1 when present but not a number. */
+static int obj_num(const json_t* o, const char* key, double* out) {
+  const json_t* v = json_object_get(o, key);
+  if (!v) return 0;
+  if (!json_is_number(v)) return -1;
+  *out = json_number_value(v);
+  return 1;
 }
-static int json_num(const char* js, size_t n, const char* key, double* out) {
-  const char* p = json_key(js, n, key);
-  if (!p) return 0;
-  char tmp[40];
-  size_t k = 0;
-  while (p < js + n && k < sizeof tmp - 1 && (strchr("0123456789+-.eE", *p))) tmp[k++] = *p++;
-  tmp[k] = 0;
-  if (!k) return -1;
-  char* end;
-  *out = strtod(tmp, &end);
-  return *end ? -1 : 1;
-}
-/* Parses {"op":"subscribe","session":"…","level":n,"mask":n,"threads":[…],"history_s":n}.
- * Returns 0 or writes a reason into err. */
-static int parse_sub(const char* js, size_t n, sub* s, char* err, size_t errcap) {
+/* Parses {"op":"subscribe","session":"…","level":n,"mask":n,"threads":[…],"history_s":n,
+ * "window":n,"seq":n}. Returns 0 or writes a reason into err. */
+static int parse_sub(const json_t* o, sub* s, char* err, size_t errcap) {
   memset(s, 0, sizeof *s);
   s->level = 5;
   s->mask = 0xffffffffu;
   s->history_s = WS_HISTORY_DEFAULT_S;
-  const char* op = json_key(js, n, "op");
-  if (!op || (size_t)(js + n - op) < 11 || strncmp(op, "\"subscribe\"", 11) != 0) { snprintf(err, errcap, "op must be \\\"subscribe\\\" or \\\"ack\\\""); return -1; }
-  const char* p = json_key(js, n, "session");
-  if (!p || *p != '"') { snprintf(err, errcap, "session (a string) is required"); return -1; }
-  p++;
-  size_t k = 0;
-  while (p < js + n && *p != '"' && k < sizeof s->session - 1) {
-    char ch = *p++;
-    if (ch == '\\' || (unsigned char)ch < 0x20) { snprintf(err, errcap, "bad session id"); return -1; }
-    s->session[k++] = ch;
-  }
-  if (p >= js + n || *p != '"' || k == 0) { snprintf(err, errcap, "bad session id"); return -1; }
+  const char* op = json_string_value(json_object_get(o, "op"));
+  if (!op || strcmp(op, "subscribe") != 0) { snprintf(err, errcap, "op must be \\\"subscribe\\\" or \\\"ack\\\""); return -1; }
+  const json_t* sv = json_object_get(o, "session");
+  if (!json_is_string(sv)) { snprintf(err, errcap, "session (a string) is required"); return -1; }
+  const char* id = json_string_value(sv);
+  size_t k = strlen(id);
+  if (k == 0 || k >= sizeof s->session || k != json_string_length(sv)) { snprintf(err, errcap, "bad session id"); return -1; }
+  for (size_t i = 0; i < k; i++)
+    if ((unsigned char)id[i] < 0x20 || id[i] == '\\' || id[i] == '"') { snprintf(err, errcap, "bad session id"); return -1; }
+  memcpy(s->session, id, k + 1);
   double v;
   int r;
-  if ((r = json_num(js, n, "level", &v)) != 0) {
+  if ((r = obj_num(o, "level", &v)) != 0) {
     if (r < 0 || v < 0 || v > 5 || v != (int)v) { snprintf(err, errcap, "level must be 0..5"); return -1; }
     s->level = (int)v;
   }
-  if ((r = json_num(js, n, "mask", &v)) != 0) {
+  if ((r = obj_num(o, "mask", &v)) != 0) {
     if (r < 0 || v < 0 || v > 4294967295.0 || v != (double)(uint32_t)v) { snprintf(err, errcap, "mask must be a 32-bit unsigned integer"); return -1; }
     s->mask = (uint32_t)v;
   }
-  if ((r = json_num(js, n, "window", &v)) != 0) {
+  if ((r = obj_num(o, "window", &v)) != 0) {
     if (r < 0 || v < 0 || v > 1e12 || v != (double)(uint64_t)v) { snprintf(err, errcap, "window must be a byte count"); return -1; }
     s->window = (uint64_t)v;
   }
-  if ((r = json_num(js, n, "seq", &v)) != 0) {
+  if ((r = obj_num(o, "seq", &v)) != 0) {
     if (r < 0 || v < 0 || v > 9007199254740991.0 || v != (double)(uint64_t)v) { snprintf(err, errcap, "seq must be a non-negative integer"); return -1; }
     s->has_seq = 1;
     s->seq = (uint64_t)v;
   }
-  if ((r = json_num(js, n, "history_s", &v)) != 0) {
+  if ((r = obj_num(o, "history_s", &v)) != 0) {
     if (r < 0 || v < 0 || v > 86400) { snprintf(err, errcap, "history_s must be 0..86400"); return -1; }
     s->history_s = v;
   }
-  const char* t = json_key(js, n, "threads");
-  if (t && *t == '[') {
-    t++;
-    while (t < js + n && *t != ']') {
-      while (t < js + n && (*t == ' ' || *t == ',')) t++;
-      if (t < js + n && *t == ']') break;
-      char* end;
-      unsigned long id = strtoul(t, &end, 10);
-      if (end == t || s->nthreads >= WS_MAX_THREADS_FILTER) { snprintf(err, errcap, "threads must be up to %d integers", WS_MAX_THREADS_FILTER); return -1; }
-      s->threads[s->nthreads++] = (uint32_t)id;
-      t = end;
+  const json_t* t = json_object_get(o, "threads");
+  if (json_is_array(t)) {
+    size_t i;
+    const json_t* e;
+    json_array_foreach(t, i, e) {
+      if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > UINT32_MAX ||
+          s->nthreads >= WS_MAX_THREADS_FILTER) { snprintf(err, errcap, "threads must be up to %d integers", WS_MAX_THREADS_FILTER); return -1; }
+      s->threads[s->nthreads++] = (uint32_t)json_integer_value(e);
     }
-  } else if (t && strncmp(t, "null", 4) != 0) {
+  } else if (t && !json_is_null(t)) {
     snprintf(err, errcap, "threads must be an array or null");
     return -1;
   }
@@ -793,23 +797,25 @@ static int parse_sub(const char* js, size_t n, sub* s, char* err, size_t errcap)
  * civetweb handlers
  * ============================================================================================ */
 static int ws_connect(const struct mg_connection* conn, void* ud) {
-  (void)ud;
-  return tmk__relay_web_authorized(conn, 1) ? 0 : 1;
+  tmk__stream* st = ud;
+  return st->authorize(st->auth_ud, conn) ? 0 : 1;
 }
 static void ws_ready(struct mg_connection* conn, void* ud) {
   client* c = calloc(1, sizeof *c);
   if (!c) return;
+  tmk__stream* st = ud;
   c->conn = conn;
-  c->r = ud;
+  c->st = st;
+  c->r = st->r;
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->wmu, NULL);
   mg_set_user_connection_data(conn, c);
   if (pthread_create(&c->thread, NULL, sender_main, c) == 0) c->started = 1;
-  pthread_mutex_lock(&g_mu);
-  c->next = g_clients;
-  g_clients = c;
-  g_stats.clients++;
-  pthread_mutex_unlock(&g_mu);
+  pthread_mutex_lock(&st->mu);
+  c->next = st->clients;
+  st->clients = c;
+  st->stats.clients++;
+  pthread_mutex_unlock(&st->mu);
 }
 static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len, void* ud) {
   (void)ud;
@@ -820,31 +826,33 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
   if (op != MG_WEBSOCKET_OPCODE_TEXT) return 1; /* pings are answered by civetweb; binary ignored */
   sub s;
   char err[160], reply[256];
-  const char* cmd = len <= 8192 ? json_key(data, len, "op") : NULL;
-  if (cmd && (size_t)(data + len - cmd) >= 5 && strncmp(cmd, "\"ack\"", 5) == 0) {
+  json_t* msg = len <= 8192 ? json_loadb(data, len, 0, NULL) : NULL;
+  const char* cmd = json_string_value(json_object_get(msg, "op"));
+  if (cmd && strcmp(cmd, "ack") == 0) {
     double v;
-    if (json_num(data, len, "bytes", &v) == 1 && v >= 0) {
+    if (obj_num(msg, "bytes", &v) == 1 && v >= 0) {
       pthread_mutex_lock(&c->mu);
       c->acked = (uint64_t)v;
       pthread_mutex_unlock(&c->mu);
-      on_data(NULL);
+      on_data(c->st);
     } else {
       send_text(c, "{\"type\":\"error\",\"error\":\"ack needs bytes (a count)\"}");
     }
-    return 1;
-  }
-  if (len > 8192) {
+  } else if (len > 8192) {
     send_text(c, "{\"type\":\"error\",\"error\":\"message too long\"}");
-  } else if (parse_sub(data, len, &s, err, sizeof err) == 0) {
+  } else if (!json_is_object(msg)) {
+    send_text(c, "{\"type\":\"error\",\"error\":\"not a JSON object\"}");
+  } else if (parse_sub(msg, &s, err, sizeof err) == 0) {
     pthread_mutex_lock(&c->mu);
     c->sub_next = s;
     c->has_sub_next = 1;
     pthread_mutex_unlock(&c->mu);
-    on_data(NULL); /* wake the sender */
+    on_data(c->st); /* wake the sender */
   } else {
     snprintf(reply, sizeof reply, "{\"type\":\"error\",\"error\":\"%s\"}", err);
     send_text(c, reply);
   }
+  json_decref(msg);
   return 1;
 }
 static void ws_close(const struct mg_connection* conn, void* ud) {
@@ -854,13 +862,14 @@ static void ws_close(const struct mg_connection* conn, void* ud) {
   pthread_mutex_lock(&c->mu);
   c->stop = 1;
   pthread_mutex_unlock(&c->mu);
-  on_data(NULL);
+  on_data(c->st);
   if (c->started) pthread_join(c->thread, NULL);
-  pthread_mutex_lock(&g_mu);
-  for (client** p = &g_clients; *p; p = &(*p)->next)
+  tmk__stream* st = c->st;
+  pthread_mutex_lock(&st->mu);
+  for (client** p = &st->clients; *p; p = &(*p)->next)
     if (*p == c) { *p = c->next; break; }
-  g_stats.clients--;
-  pthread_mutex_unlock(&g_mu);
+  st->stats.clients--;
+  pthread_mutex_unlock(&st->mu);
   mg_set_user_connection_data(conn, NULL);
   pthread_mutex_destroy(&c->mu);
   pthread_mutex_destroy(&c->wmu);
@@ -870,7 +879,11 @@ static void ws_close(const struct mg_connection* conn, void* ud) {
   free(c);
 }
 
-void tmk__relay_ws_register(struct mg_context* ctx, tmk_relay* r) {
-  tmk_relay_set_data_listener(r, on_data, NULL);
-  mg_set_websocket_handler(ctx, "/api/stream", ws_connect, ws_ready, ws_data, ws_close, r);
+void tmk__stream_register(tmk__stream* st, struct mg_context* ctx, tmk_relay* r,
+                          tmk__stream_auth_fn authorize, void* auth_ud) {
+  st->r = r;
+  st->authorize = authorize;
+  st->auth_ud = auth_ud;
+  tmk_relay_set_data_listener(r, on_data, st);
+  mg_set_websocket_handler(ctx, "/api/stream", ws_connect, ws_ready, ws_data, ws_close, st);
 }

@@ -1,0 +1,2 @@
+# Libraries the win32 port needs (read by platforms/CMakeLists.txt): Winsock 2.
+set(TMK_PORT_LIBS ws2_32)

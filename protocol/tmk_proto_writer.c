@@ -1,0 +1,581 @@
+/* tmk_proto_writer.c — the encoder (§5, §6): builds a DATA body record by record in a caller's
+ * buffer (record stream from the front, number stream from the back), finishes it into a packet
+ * with header and optional LZ4, and encodes the control packets. No allocation, no OS calls. */
+#include "tmk_proto_rice.h"
+
+#define TMK__CLOSE_MAX 14u /* tag + the longest number code, rounded up to whole bytes */
+#define TMK__ZONE_MAX 56u  /* AT + tag + site + two longest number codes, and then some */
+#define TMK__HALF 0x8000000000000000ull
+#define TMK__APREFIX 6u /* room for the two stream lengths (3 bytes each, body <= 65536) */
+
+/* =============================================================================================
+ * Bounded output for the record stream and control bodies
+ * =========================================================================================== */
+
+/* Writes stop at `end`, `ok` turns 0, and the caller rolls back. */
+typedef struct tmk__ob {
+  uint8_t* p;
+  uint8_t* end;
+  int ok;
+} tmk__ob;
+
+static void tmk__ob_u8(tmk__ob* o, unsigned b) {
+  if (o->p < o->end)
+    *o->p++ = (uint8_t)b;
+  else
+    o->ok = 0;
+}
+
+static void tmk__ob_var(tmk__ob* o, uint64_t v) {
+  if (o->end - o->p >= 10) {
+    o->p += tmk_proto_varint_put(o->p, v);
+  } else {
+    uint8_t t[10];
+    int n = tmk_proto_varint_put(t, v);
+    if (o->end - o->p >= n) {
+      memcpy(o->p, t, (size_t)n);
+      o->p += n;
+    } else {
+      o->ok = 0;
+    }
+  }
+}
+
+static void tmk__ob_bytes(tmk__ob* o, const void* data, size_t n) {
+  if ((size_t)(o->end - o->p) >= n) {
+    if (n) memcpy(o->p, data, n);
+    o->p += n;
+  } else {
+    o->ok = 0;
+  }
+}
+
+static void tmk__ob_str(tmk__ob* o, const char* s, size_t n) {
+  if (n > TMK_PROTO_MAX_STRING) {
+    o->ok = 0;
+    return;
+  }
+  tmk__ob_var(o, n);
+  tmk__ob_bytes(o, s, n);
+}
+
+/* A fixed-width 64-bit field in the packet's byte order (§3.4). */
+static void tmk__ob_u64(tmk__ob* o, uint64_t v, int big_endian) {
+  uint8_t b[8];
+  tmk__put_u64(b, v, big_endian);
+  tmk__ob_bytes(o, b, 8);
+}
+
+/* =============================================================================================
+ * Writer state and the small records (§5.1, §5.2, §5.4 - §5.12)
+ * =========================================================================================== */
+
+int tmk_proto_writer_init(tmk_proto_writer* w, void* body, size_t cap) {
+  if (!w || !body || cap < 64 || cap > TMK_PROTO_MAX_PACKET - TMK_PROTO_MAX_HEADER)
+    return TMK_EINVAL;
+  memset(w, 0, sizeof *w);
+  w->buf = (uint8_t*)body;
+  w->cap = (uint32_t)cap;
+  w->big_endian = tmk_proto_host_big_endian();
+  tmk_proto_writer_reset(w);
+  return 0;
+}
+
+void tmk_proto_writer_reset(tmk_proto_writer* w) {
+  w->len = 2;
+  w->a_end = TMK__APREFIX;
+  w->b_start = w->cap;
+  w->nacc = 0;
+  w->npend = 0;
+  tmk__nstate_init(w->nstate);
+  w->sealed = 0;
+  w->records = 0;
+  w->zones = 0;
+  w->base_time = 0;
+  w->has_base = 0;
+  w->thread = 0;
+  w->root_depth = 0;
+  w->zone_cursor = 0;
+  w->event_cursor = 0;
+  memset(w->predict, 0, sizeof w->predict);
+}
+
+int tmk_proto_writer_empty(const tmk_proto_writer* w) {
+  return w->a_end == TMK__APREFIX && w->b_start == w->cap && w->npend == 0;
+}
+
+static void tmk__w_size(tmk_proto_writer* w) {
+  uint32_t a = w->a_end - TMK__APREFIX;
+  uint32_t b = w->cap - w->b_start + (w->npend ? 1u : 0u);
+  w->len = tmk__varint_size(a) + tmk__varint_size(b) + a + b;
+}
+
+static void tmk__w_open(tmk_proto_writer* w, tmk__ob* o) {
+  o->p = w->buf + w->a_end;
+  o->end = w->buf + w->b_start - (w->npend ? 1 : 0); /* keep the number stream's last byte */
+  o->ok = !w->sealed;
+}
+
+static int tmk__w_commit(tmk_proto_writer* w, tmk__ob* o) {
+  if (!o->ok) return w->sealed ? TMK_ESTATE : TMK_ENOSPC;
+  w->a_end = (uint32_t)(o->p - w->buf);
+  w->records++;
+  tmk__w_size(w);
+  return 0;
+}
+
+/* The first timed record fixes the packet's base time (§5.2). */
+static void tmk__w_base(tmk_proto_writer* w, uint64_t t) {
+  if (!w->has_base) {
+    w->has_base = 1;
+    w->base_time = w->zone_cursor = w->event_cursor = t;
+  }
+}
+
+int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread) {
+  tmk__ob o;
+  int rc;
+  if (thread == w->thread) return 0;
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, TMK__TAG_THREAD);
+  tmk__ob_var(&o, thread);
+  if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
+  w->records--; /* a context switch, not a record */
+  w->thread = thread;
+  w->zone_cursor = w->event_cursor = w->base_time;
+  w->root_depth = 0;
+  return 0;
+}
+
+int tmk_proto_put_site(tmk_proto_writer* w, const tmk_proto_site* s) {
+  tmk__ob o;
+  if (!s || s->id == 0 || s->kind >= TMK_SITE_KIND_COUNT || s->severity >= TMK_SEV_COUNT ||
+      s->color > 0xFFFFFF || s->name.len > TMK_PROTO_MAX_STRING ||
+      s->file.len > TMK_PROTO_MAX_STRING)
+    return TMK_EINVAL;
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, TMK__TAG_SITE);
+  tmk__ob_var(&o, s->id);
+  tmk__ob_var(&o, s->kind);
+  tmk__ob_var(&o, s->severity);
+  tmk__ob_var(&o, s->verbosity);
+  tmk__ob_var(&o, s->color);
+  tmk__ob_var(&o, s->line);
+  tmk__ob_str(&o, s->name.ptr, s->name.len);
+  tmk__ob_str(&o, s->file.ptr, s->file.len);
+  return tmk__w_commit(w, &o);
+}
+
+/* Event records share: tag, site, dt from the event cursor (§5.2). */
+static void tmk__w_event_start(tmk_proto_writer* w, tmk__ob* o, unsigned tag, uint32_t site,
+                               uint64_t time) {
+  uint64_t cursor = w->has_base ? w->event_cursor : time;
+  tmk__w_open(w, o);
+  tmk__ob_u8(o, tag);
+  tmk__ob_var(o, site);
+  tmk__ob_var(o, tmk__zz(time - cursor));
+}
+
+static int tmk__w_event_commit(tmk_proto_writer* w, tmk__ob* o, uint64_t time) {
+  int rc = tmk__w_commit(w, o);
+  if (rc) return rc;
+  tmk__w_base(w, time);
+  w->event_cursor = time;
+  return 0;
+}
+
+int tmk_proto_put_marker(tmk_proto_writer* w, int is_end, uint32_t site, uint64_t time,
+                         const void* payload, size_t payload_len) {
+  tmk__ob o;
+  if (payload_len > TMK_PROTO_MAX_PAYLOAD || (payload_len && !payload)) return TMK_EINVAL;
+  tmk__w_event_start(w, &o, is_end ? TMK__TAG_MARKER_END : TMK__TAG_MARKER_BEGIN, site, time);
+  tmk__ob_var(&o, payload_len);
+  tmk__ob_bytes(&o, payload, payload_len);
+  return tmk__w_event_commit(w, &o, time);
+}
+
+int tmk_proto_put_frame(tmk_proto_writer* w, uint32_t site, uint64_t time) {
+  tmk__ob o;
+  tmk__w_event_start(w, &o, TMK__TAG_FRAME, site, time);
+  return tmk__w_event_commit(w, &o, time);
+}
+
+int tmk_proto_put_plot_i(tmk_proto_writer* w, uint32_t site, uint64_t time, int64_t value) {
+  tmk__ob o;
+  tmk__w_event_start(w, &o, TMK__TAG_PLOT_I, site, time);
+  tmk__ob_var(&o, tmk__zz((uint64_t)value));
+  return tmk__w_event_commit(w, &o, time);
+}
+
+int tmk_proto_put_plot_d(tmk_proto_writer* w, uint32_t site, uint64_t time, double value) {
+  tmk__ob o;
+  uint64_t bits;
+  memcpy(&bits, &value, 8);
+  tmk__w_event_start(w, &o, TMK__TAG_PLOT_D, site, time);
+  tmk__ob_u64(&o, bits, w->big_endian);
+  return tmk__w_event_commit(w, &o, time);
+}
+
+int tmk_proto_put_message(tmk_proto_writer* w, uint32_t site, uint8_t severity,
+                          uint32_t verbosity, uint64_t time, const char* text, size_t len) {
+  tmk__ob o;
+  uint64_t cursor = w->has_base ? w->event_cursor : time;
+  if (severity >= TMK_SEV_COUNT || len > TMK_PROTO_MAX_STRING || (len && !text))
+    return TMK_EINVAL;
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, TMK__TAG_MESSAGE);
+  tmk__ob_var(&o, site);
+  tmk__ob_var(&o, severity);
+  tmk__ob_var(&o, verbosity);
+  tmk__ob_var(&o, tmk__zz(time - cursor));
+  tmk__ob_str(&o, text, len);
+  return tmk__w_event_commit(w, &o, time);
+}
+
+int tmk_proto_put_thread_name(tmk_proto_writer* w, uint32_t thread, const char* name,
+                              size_t len) {
+  tmk__ob o;
+  if (len > TMK_PROTO_MAX_STRING || (len && !name)) return TMK_EINVAL;
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, TMK__TAG_THREAD_NAME);
+  tmk__ob_var(&o, thread);
+  tmk__ob_str(&o, name, len);
+  return tmk__w_commit(w, &o);
+}
+
+int tmk_proto_put_drops(tmk_proto_writer* w, uint32_t reason, uint64_t count) {
+  tmk__ob o;
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, TMK__TAG_DROPS);
+  tmk__ob_var(&o, reason);
+  tmk__ob_var(&o, count);
+  return tmk__w_commit(w, &o);
+}
+
+int tmk_proto_put_clock(tmk_proto_writer* w, uint64_t ticks, uint64_t unix_ns) {
+  tmk__ob o;
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, TMK__TAG_CLOCK);
+  tmk__ob_var(&o, ticks);
+  tmk__ob_var(&o, unix_ns);
+  return tmk__w_commit(w, &o);
+}
+
+int tmk_proto_put_team(tmk_proto_writer* w, uint32_t bit, const char* name, size_t len) {
+  tmk__ob o;
+  if (bit >= TMK_PROTO_MAX_TEAMS || len > TMK_PROTO_MAX_STRING || (len && !name))
+    return TMK_EINVAL;
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, TMK__TAG_TEAM);
+  tmk__ob_var(&o, bit);
+  tmk__ob_str(&o, name, len);
+  return tmk__w_commit(w, &o);
+}
+
+/* =============================================================================================
+ * Zones (§5.3)
+ * =========================================================================================== */
+
+/* Does zone `z` lie inside [cursor, end], measured from `cursor` modulo 2^64 (both its start
+ * and its end, and neither more than 2^63 ticks after `cursor`)? */
+static int tmk__inside(uint64_t cursor, uint64_t end, const tmk_proto_zone* z) {
+  uint64_t gap = z->start - cursor;
+  uint64_t room = end - cursor;
+  return gap < TMK__HALF && room < TMK__HALF && gap <= room && z->duration <= room - gap;
+}
+
+/* CLOSE's number: the parent's tail after its last child, predicted from its site (§5.3). */
+static void tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, uint64_t tail) {
+  uint64_t pred;
+  unsigned ctx = tmk__predict(w->predict, 1, site, &pred);
+  tmk__nout_num(num, ctx, tmk__pcode(ctx, tail, pred));
+  tmk__learn(w->predict, 1, site, tail);
+}
+
+int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t n) {
+  uint64_t open_end[TMK_PROTO_MAX_OPEN];
+  uint32_t open_depth[TMK_PROTO_MAX_OPEN];
+  uint32_t open_site[TMK_PROTO_MAX_OPEN];
+  unsigned nopen = 0;
+  uint64_t cursor;
+  uint32_t root_depth;
+  uint8_t* p;
+  tmk__nout num;
+  size_t i;
+  int had_base;
+
+  if (!w || (!zones && n)) return TMK_EINVAL;
+  if (w->sealed) return TMK_ESTATE;
+  p = w->buf + w->a_end;
+  num.front = w->buf + w->b_start; /* free space is [p, num.front) */
+  num.acc = w->nacc;
+  num.pend = w->npend;
+  num.state = w->nstate;
+  had_base = w->has_base;
+  root_depth = w->root_depth;
+  if (n == 0) return 0;
+  if (n > 0x7FFFFFFF) n = 0x7FFFFFFF;
+  if (!had_base) {
+    w->has_base = 1;
+    w->base_time = w->zone_cursor = w->event_cursor = zones[0].start;
+  }
+  cursor = w->zone_cursor;
+
+  for (i = 0; i < n; i++) {
+    const tmk_proto_zone* z = &zones[i];
+    uint64_t zend = z->start + z->duration;
+    int need_at = 0, is_open = 0;
+    size_t need;
+    unsigned nbits, dctx = TMK__NUM_DUR;
+    uint64_t gap, code = 0, pred;
+
+    /* Close the open zones that cannot hold z as a direct child. */
+    while (nopen) {
+      if (z->depth == open_depth[nopen - 1] + 1 && tmk__inside(cursor, open_end[nopen - 1], z))
+        break;
+      nopen--;
+      *p++ = TMK__TAG_CLOSE;
+      tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
+      cursor = open_end[nopen];
+    }
+    if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
+    if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
+      const tmk_proto_zone* c = &zones[i + 1];
+      is_open = z->depth != 0xFFFFFFFFu && c->depth == z->depth + 1 &&
+                tmk__inside(z->start, zend, c);
+    }
+
+    gap = need_at ? 0 : z->start - cursor;
+    if (!is_open) {
+      dctx = tmk__predict(w->predict, 0, z->site, &pred);
+      code = tmk__pcode(dctx, z->duration, pred);
+    }
+    need = (size_t)TMK__CLOSE_MAX * (nopen + (unsigned)is_open);
+    if ((size_t)(num.front - p) < need + TMK__ZONE_MAX) {
+      /* Near the end of the packet: work out exactly what this zone takes. */
+      if (need_at) need += 1 + tmk__varint_size(z->depth) + tmk__varint_size(tmk__zz(z->start - cursor));
+      nbits = num.pend + tmk__rice_bits(gap, tmk__rice_k(num.state[TMK__NUM_GAP]));
+      if (is_open) {
+        need += (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
+      } else {
+        /* Contexts are separate, so coding the gap leaves the duration's state unchanged. */
+        need += (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
+        nbits += tmk__rice_bits(code, tmk__rice_k(num.state[dctx]));
+      }
+      need += (nbits + 7) / 8;
+      if ((size_t)(num.front - p) < need) break;
+    }
+
+    if (need_at) {
+      *p++ = TMK__TAG_AT;
+      p += tmk_proto_varint_put(p, z->depth);
+      p += tmk_proto_varint_put(p, tmk__zz(z->start - cursor));
+      cursor = z->start;
+      root_depth = z->depth;
+    }
+    if (is_open) {
+      if (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX) {
+        *p++ = (uint8_t)(TMK__TAG_OPEN_SHORT + z->site - 1);
+      } else {
+        *p++ = TMK__TAG_OPEN;
+        p += tmk_proto_varint_put(p, z->site);
+      }
+      tmk__nout_num(&num, TMK__NUM_GAP, gap);
+      open_end[nopen] = zend;
+      open_site[nopen] = z->site;
+      open_depth[nopen] = z->depth;
+      nopen++;
+      cursor = z->start;
+    } else {
+      if (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX) {
+        *p++ = (uint8_t)(TMK__TAG_LEAF_SHORT + z->site - 1);
+      } else {
+        *p++ = TMK__TAG_LEAF;
+        p += tmk_proto_varint_put(p, z->site);
+      }
+      tmk__nout_num(&num, TMK__NUM_GAP, gap);
+      tmk__nout_num(&num, dctx, code);
+      tmk__learn(w->predict, 0, z->site, z->duration);
+      cursor = zend;
+    }
+  }
+  while (nopen) {
+    nopen--;
+    *p++ = TMK__TAG_CLOSE;
+    tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
+    cursor = open_end[nopen];
+  }
+  if (i == 0 && !had_base) {
+    w->has_base = 0;
+    w->base_time = w->zone_cursor = w->event_cursor = 0;
+    return 0;
+  }
+  w->a_end = (uint32_t)(p - w->buf);
+  w->b_start = (uint32_t)(num.front - w->buf);
+  w->nacc = num.acc;
+  w->npend = num.pend;
+  tmk__w_size(w);
+  w->zone_cursor = cursor;
+  w->root_depth = root_depth;
+  w->zones += (uint32_t)i;
+  w->records += (uint32_t)i;
+  return (int)i;
+}
+
+/* =============================================================================================
+ * Finishing a packet (§2, §5)
+ * =========================================================================================== */
+
+size_t tmk_proto_lz4_state_size(void) {
+#if TMK__LZ4
+  return (size_t)LZ4_sizeofState();
+#else
+  return 0;
+#endif
+}
+
+int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, void* out,
+                     size_t out_cap, void* lz4_state) {
+  uint8_t* o = (uint8_t*)out;
+  unsigned flags;
+  uint64_t base;
+  uint32_t body_at;
+  int hl;
+  if (!w || !out) return TMK_EINVAL;
+  flags = w->big_endian ? TMK_PKT_F_BIG_ENDIAN : 0;
+  base = w->has_base ? w->base_time : 0;
+  if (!w->sealed) {
+    /* Body = varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
+    uint32_t a = w->a_end - TMK__APREFIX, b;
+    unsigned pre;
+    if (w->npend) { /* the last bits, zero-padded; room for this byte was kept */
+      w->buf[--w->b_start] = (uint8_t)w->nacc;
+      w->nacc = 0;
+      w->npend = 0;
+    }
+    b = w->cap - w->b_start;
+    pre = tmk__varint_size(a) + tmk__varint_size(b);
+    memmove(w->buf + w->a_end, w->buf + w->b_start, b);
+    body_at = TMK__APREFIX - pre;
+    tmk_proto_varint_put(w->buf + body_at + tmk_proto_varint_put(w->buf + body_at, a), b);
+    w->b_start = body_at; /* once sealed, b_start is where the joined body begins */
+    w->sealed = 1;
+    w->len = pre + a + b;
+  } else {
+    body_at = w->b_start;
+  }
+#if TMK__LZ4
+  if (lz4_state && w->len >= 32) {
+    hl = tmk__write_header(o, out_cap, flags | TMK_PKT_F_LZ4, TMK_PKT_DATA, session_id, seq, base,
+                           w->len);
+    if (hl > 0) {
+      /* Only worth it if the compressed packet is smaller than the plain one. */
+      size_t plain = (size_t)hl - tmk__varint_size(w->len) + w->len;
+      size_t room = out_cap - (size_t)hl;
+      size_t limit = plain - (size_t)hl - 1;
+      int c;
+      if (limit > room) limit = room;
+      c = LZ4_compress_fast_extState(lz4_state, (const char*)w->buf + body_at, (char*)o + hl,
+                                     (int)w->len, (int)limit, 1);
+      if (c > 0) return hl + c;
+    }
+  }
+#else
+  (void)lz4_state;
+#endif
+  hl = tmk__write_header(o, out_cap, flags, TMK_PKT_DATA, session_id, seq, base, 0);
+  if (hl < 0) return hl;
+  if (out_cap - (size_t)hl < w->len) return TMK_ENOSPC;
+  memcpy(o + hl, w->buf + body_at, w->len);
+  return hl + (int)w->len;
+}
+
+/* =============================================================================================
+ * Control packets (§6)
+ * =========================================================================================== */
+
+/* A header with seq 0 and base 0 in the host's byte order, never compressed, then the body. */
+static int tmk__ctl_open(tmk__ob* o, void* out, size_t cap, unsigned type, uint64_t session) {
+  int hl;
+  if (!out) return TMK_EINVAL;
+  hl = tmk__write_header((uint8_t*)out, cap, tmk_proto_host_big_endian() ? TMK_PKT_F_BIG_ENDIAN : 0,
+                         type, session, 0, 0, 0);
+  if (hl < 0) return hl;
+  o->p = (uint8_t*)out + hl;
+  o->end = (uint8_t*)out + cap;
+  o->ok = 1;
+  return 0;
+}
+
+static int tmk__ctl_close(tmk__ob* o, void* out) {
+  if (!o->ok) return TMK_ENOSPC;
+  return (int)(o->p - (uint8_t*)out);
+}
+
+static void tmk__ob_pstr(tmk__ob* o, tmk_proto_str s) { tmk__ob_str(o, s.ptr, s.len); }
+
+int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk_proto_hello* h) {
+  tmk__ob o;
+  int rc;
+  if (!h || h->timer_freq == 0) return TMK_EINVAL;
+  if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_HELLO, session_id)) < 0) return rc;
+  tmk__ob_str(&o, TMK_PROTO_SHIBBOLETH, sizeof TMK_PROTO_SHIBBOLETH - 1);
+  tmk__ob_var(&o, h->proto_version);
+  tmk__ob_pstr(&o, h->agent_version);
+  tmk__ob_pstr(&o, h->program);
+  tmk__ob_pstr(&o, h->platform);
+  tmk__ob_pstr(&o, h->arch);
+  tmk__ob_var(&o, h->big_endian ? 1 : 0);
+  tmk__ob_var(&o, h->pointer_size);
+  tmk__ob_var(&o, h->timer_freq);
+  tmk__ob_var(&o, h->caps);
+  tmk__ob_var(&o, h->max_packet);
+  if (h->build.len || h->label.len) { /* §6.1 optional trailing fields */
+    if (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL)
+      return TMK_ETOOBIG;
+    tmk__ob_pstr(&o, h->build);
+    tmk__ob_pstr(&o, h->label);
+  }
+  return tmk__ctl_close(&o, out);
+}
+
+int tmk_proto_encode_welcome(void* out, size_t cap, uint64_t session_id,
+                             const tmk_proto_welcome* wl) {
+  tmk__ob o;
+  int rc;
+  if (!wl) return TMK_EINVAL;
+  if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_WELCOME, session_id)) < 0) return rc;
+  tmk__ob_var(&o, wl->proto_version);
+  tmk__ob_pstr(&o, wl->relay_version);
+  return tmk__ctl_close(&o, out);
+}
+
+int tmk_proto_encode_reject(void* out, size_t cap, uint64_t session_id,
+                            const tmk_proto_reject* rj) {
+  tmk__ob o;
+  int rc;
+  if (!rj) return TMK_EINVAL;
+  if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_REJECT, session_id)) < 0) return rc;
+  tmk__ob_var(&o, rj->reason);
+  tmk__ob_pstr(&o, rj->text);
+  return tmk__ctl_close(&o, out);
+}
+
+int tmk_proto_encode_control(void* out, size_t cap, uint64_t session_id,
+                             const tmk_proto_control* c) {
+  tmk__ob o;
+  int rc;
+  if (!c || c->severity >= TMK_SEV_COUNT) return TMK_EINVAL;
+  if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_CONTROL, session_id)) < 0) return rc;
+  tmk__ob_var(&o, c->seq);
+  tmk__ob_var(&o, c->severity);
+  tmk__ob_var(&o, c->verbosity);
+  return tmk__ctl_close(&o, out);
+}
+
+int tmk_proto_encode_bye(void* out, size_t cap, uint64_t session_id) {
+  tmk__ob o;
+  int rc;
+  if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_BYE, session_id)) < 0) return rc;
+  return tmk__ctl_close(&o, out);
+}

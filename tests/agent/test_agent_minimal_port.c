@@ -1,0 +1,56 @@
+/* test_agent_minimal_port.c — the agent built on tests/agent/port_minimal (clock and TLS only):
+ * it links, records through the callback transport, and refuses the socket and file transports
+ * with TMK_ENOTSUP. */
+#include "agent_test_util.h"
+
+static void socket_and_file_transports_say_enotsup(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  (void)state;
+  memset(&d, 0, sizeof d);
+  d.transport = TMK_TRANSPORT_UDP;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), TMK_ENOTSUP);
+  d.transport = TMK_TRANSPORT_TCP;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), TMK_ENOTSUP);
+  d.transport = TMK_TRANSPORT_AUTO;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), TMK_ENOTSUP);
+  d.transport = TMK_TRANSPORT_FILE;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), TMK_ENOTSUP);
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+}
+
+static void callback_transport_records(void** state) {
+  receiver r;
+  int i;
+  (void)state;
+  recv_init_offline(&r);
+  {
+    tmk_agent_desc d = sink_desc(&r);
+    assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  }
+  for (i = 0; i < 100; i++) {
+    TMK_ZONE("outer", TMK_SEV_INFO, 1);
+    {
+      TMK_ZONE("inner", TMK_SEV_INFO, 1);
+    }
+  }
+  assert_true(tmk_agent_pump() >= 1);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(recv_zones_named(&r, "outer"), 100);
+  assert_int_equal(recv_zones_named(&r, "inner"), 100);
+  assert_string_equal(r.platform, "minimal");
+  /* The port's clock moves 1 us per reading and the agent reads it once per zone edge: an
+   * outer zone spans 3 readings. */
+  assert_int_equal(r.max_duration, 3000u * r.timer_freq / 1000000000u);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      AGENT_TEST(socket_and_file_transports_say_enotsup),
+      AGENT_TEST(callback_transport_records),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

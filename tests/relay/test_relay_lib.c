@@ -1,0 +1,410 @@
+/* test_relay_lib.c — the relay as a library, in-process: real packets made with protocol/'s
+ * writer go over loopback UDP into a relay created with tmk_relay_create (127.0.0.1, port 0) and
+ * come back through the query API and tmk_relay_get_stats (ingest -> reorder -> store); two
+ * relays in one process keep their sessions, ports and HTTP servers apart. */
+#define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tmk_proto.h"
+#include "tmk_relay.h"
+#include "tmk_relay_web.h"
+#include "tmk_test.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * A relay on its own thread
+ * ------------------------------------------------------------------------------------------- */
+typedef struct running {
+  tmk_relay* r;
+  pthread_t th;
+} running;
+
+static void* run_main(void* arg) {
+  tmk_relay_run(arg);
+  return NULL;
+}
+
+static void start(running* rr, const tmk_relay_desc* d) {
+  assert_int_equal(tmk_relay_create(d, &rr->r), 0);
+  assert_true(tmk_relay_listen_port(rr->r) > 0);
+  assert_int_equal(pthread_create(&rr->th, NULL, run_main, rr->r), 0);
+}
+
+static void finish(running* rr) {
+  tmk_relay_stop(rr->r); /* from another thread than the loop's */
+  assert_int_equal(pthread_join(rr->th, NULL), 0);
+  tmk_relay_destroy(rr->r);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Waits (up to 10 s: a bound, not a timing assertion) until pred holds for the totals. */
+typedef int (*totals_pred)(const tmk_relay_totals* t, uint64_t arg);
+static tmk_relay_totals wait_totals(tmk_relay* r, totals_pred pred, uint64_t arg) {
+  tmk_relay_totals t;
+  for (int i = 0; i < 1000; i++) {
+    tmk_relay_get_stats(r, &t);
+    if (pred(&t, arg)) break;
+    sleep_ms(10);
+  }
+  return t;
+}
+static int packets_at_least(const tmk_relay_totals* t, uint64_t n) { return t->sum.packets >= n; }
+static int lost_at_least(const tmk_relay_totals* t, uint64_t n) { return t->sum.lost >= n; }
+/* Reorder counters reach the totals on the loop's next tick, after the packets themselves. */
+static int packets_and_dup(const tmk_relay_totals* t, uint64_t n) {
+  return t->sum.packets >= n && t->sum.duplicated >= 1 && t->sum.reordered >= 2;
+}
+static int garbage_at_least(const tmk_relay_totals* t, uint64_t n) { return t->garbage >= n; }
+
+/* ---------------------------------------------------------------------------------------------
+ * An agent made of protocol/'s writer and a UDP socket
+ * ------------------------------------------------------------------------------------------- */
+typedef struct agent {
+  int fd;
+  uint64_t sid;
+  tmk_proto_writer w;
+  uint8_t body[1200 - TMK_PROTO_MAX_HEADER];
+} agent;
+
+static void agent_open(agent* a, int port, uint64_t sid) {
+  a->fd = socket(AF_INET, SOCK_DGRAM, 0);
+  assert_true(a->fd >= 0);
+  struct sockaddr_in to;
+  memset(&to, 0, sizeof to);
+  to.sin_family = AF_INET;
+  to.sin_port = htons((uint16_t)port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(a->fd, (struct sockaddr*)&to, sizeof to), 0);
+  a->sid = sid;
+  assert_int_equal(tmk_proto_writer_init(&a->w, a->body, sizeof a->body), 0);
+}
+
+static void agent_send_raw(agent* a, const void* p, size_t n) {
+  assert_int_equal(send(a->fd, p, n, 0), (ssize_t)n);
+}
+
+static void agent_hello(agent* a) {
+  tmk_proto_hello h;
+  memset(&h, 0, sizeof h);
+  h.proto_version = TMK_PROTO_VERSION;
+  h.agent_version = (tmk_proto_str){"test", 4};
+  h.program = (tmk_proto_str){"test_relay_lib", 14};
+  h.platform = (tmk_proto_str){"linux", 5};
+  h.arch = (tmk_proto_str){"x86_64", 6};
+  h.pointer_size = 8;
+  h.timer_freq = 1000000000u; /* 1 tick = 1 ns: stored times equal the ticks sent */
+  h.max_packet = 1200;
+  uint8_t p[512];
+  int n = tmk_proto_encode_hello(p, sizeof p, a->sid, &h);
+  assert_true(n > 0);
+  agent_send_raw(a, p, (size_t)n);
+}
+
+/* Zones of packet `seq`: a parent (site 1, depth 0) with `kids` children (site 2, depth 1). */
+static size_t make_zones(tmk_proto_zone* z, uint64_t seq, size_t kids) {
+  uint64_t t0 = 1000000 + seq * 100000;
+  z[0] = (tmk_proto_zone){t0, 10 * kids + 5, 1, 0};
+  for (size_t k = 0; k < kids; k++) z[1 + k] = (tmk_proto_zone){t0 + 1 + 10 * k, 7, 2, 1};
+  return kids + 1;
+}
+
+/* Encodes DATA packet `seq` (sites described in packet 0) into out; returns its length. */
+static size_t encode_data(agent* a, uint64_t seq, uint8_t* out, size_t cap) {
+  tmk_proto_writer_reset(&a->w);
+  if (seq == 0) {
+    tmk_proto_site s1 = {1, TMK_SITE_ZONE, TMK_SEV_INFO, 1, 0, 10, {"frame", 5}, {"t.c", 3}};
+    tmk_proto_site s2 = {2, TMK_SITE_ZONE, TMK_SEV_INFO, 1, 0, 20, {"work", 4}, {"t.c", 3}};
+    assert_int_equal(tmk_proto_put_site(&a->w, &s1), 0);
+    assert_int_equal(tmk_proto_put_site(&a->w, &s2), 0);
+  }
+  tmk_proto_zone z[9];
+  size_t n = make_zones(z, seq, 8);
+  assert_int_equal(tmk_proto_put_zones(&a->w, z, n), (int)n);
+  int len = tmk_proto_finish(&a->w, a->sid, seq, out, cap, NULL);
+  assert_true(len > 0);
+  return (size_t)len;
+}
+
+static void agent_data(agent* a, uint64_t seq) {
+  uint8_t p[1200];
+  agent_send_raw(a, p, encode_data(a, seq, p, sizeof p));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Queries
+ * ------------------------------------------------------------------------------------------- */
+typedef struct zone_sum {
+  size_t n;
+  uint64_t start_sum, dur_sum;
+  uint32_t max_depth;
+  int bad_site;
+} zone_sum;
+
+static int sum_zone(void* ud, const tmk_relay_zone* z) {
+  zone_sum* s = ud;
+  s->n++;
+  s->start_sum += z->start_ns;
+  s->dur_sum += z->dur_ns;
+  if (z->depth > s->max_depth) s->max_depth = z->depth;
+  if (z->site != 1 && z->site != 2) s->bad_site = 1;
+  return 0;
+}
+
+static int count_site(void* ud, const tmk_relay_site* s) {
+  int* n = ud;
+  if (s->known) (*n)++;
+  return 0;
+}
+
+static void sid_str(uint64_t sid, char* out, size_t cap) {
+  snprintf(out, cap, "%016" PRIx64, sid);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tests
+ * ------------------------------------------------------------------------------------------- */
+
+/* Out-of-order and duplicated packets come back as every zone once, at the times sent. */
+static void test_ingest_reorder_store(void** state) {
+  (void)state;
+  tmk_relay_desc d;
+  memset(&d, 0, sizeof d);
+  d.listen_host = "127.0.0.1";
+  running rr;
+  start(&rr, &d);
+  agent a;
+  agent_open(&a, tmk_relay_listen_port(rr.r), 0x1111222233334444ull);
+  agent_hello(&a);
+  static const uint64_t order[] = {0, 2, 1, 3, 5, 4, 4, 6, 7};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) agent_data(&a, order[i]);
+  const uint64_t packets = 8;
+  tmk_relay_totals t = wait_totals(rr.r, packets_and_dup, packets);
+  assert_int_equal(t.sessions, 1);
+  assert_int_equal(t.sum.packets, packets);
+  assert_int_equal(t.sum.duplicated, 1);
+  assert_true(t.sum.reordered >= 2); /* 2 before 1, 5 before 4 */
+  assert_int_equal(t.sum.lost, 0);
+  assert_int_equal(t.sum.malformed, 0);
+  assert_int_equal(t.sum.zones, packets * 9);
+  assert_int_equal(t.garbage, 0);
+
+  /* The same zones through the query API: count, times and depths as sent. */
+  char id[32];
+  sid_str(a.sid, id, sizeof id);
+  tmk_relay_session_info info;
+  assert_int_equal(tmk_relay_session(rr.r, id, &info), 0);
+  assert_true(info.has_hello);
+  assert_string_equal(info.program, "test_relay_lib");
+  assert_int_equal(info.timer_freq, 1000000000u);
+  assert_int_equal(info.stats.zones, packets * 9);
+  zone_sum want = {0, 0, 0, 0, 0};
+  for (uint64_t seq = 0; seq < packets; seq++) {
+    tmk_proto_zone z[9];
+    size_t n = make_zones(z, seq, 8);
+    for (size_t k = 0; k < n; k++) {
+      want.n++;
+      want.start_sum += z[k].start;
+      want.dur_sum += z[k].duration;
+    }
+  }
+  zone_sum got = {0, 0, 0, 0, 0};
+  tmk_relay_query q;
+  memset(&q, 0, sizeof q);
+  q.thread = -1;
+  assert_int_equal(tmk_relay_query_zones(rr.r, id, &q, sum_zone, &got), (int)want.n);
+  assert_int_equal(got.n, want.n);
+  assert_int_equal(got.start_sum, want.start_sum);
+  assert_int_equal(got.dur_sum, want.dur_sum);
+  assert_int_equal(got.max_depth, 1);
+  assert_false(got.bad_site);
+  int sites = 0;
+  assert_true(tmk_relay_query_sites(rr.r, id, count_site, &sites) >= 0);
+  assert_int_equal(sites, 2);
+  assert_int_equal(tmk_relay_query_zones(rr.r, "0000000000000000", &q, sum_zone, &got),
+                   TMK_ENOTFOUND);
+  close(a.fd);
+  finish(&rr);
+}
+
+/* A logger (tmk_relay_desc.log) that counts the lines about garbage. */
+typedef struct log_count {
+  pthread_mutex_t mu;
+  int garbage_lines;
+} log_count;
+static void count_log(void* ud, int level, const char* line) {
+  log_count* lc = ud;
+  pthread_mutex_lock(&lc->mu);
+  if (level == TMK_RELAY_LOG_WARN && strstr(line, "not a telemark packet")) lc->garbage_lines++;
+  pthread_mutex_unlock(&lc->mu);
+}
+
+/* A gap that the window passes is counted lost once; garbage and a corrupt packet are counted,
+ * never stored; bad input is logged once per source per interval (rate-limited). */
+static void test_loss_and_bad_input(void** state) {
+  (void)state;
+  tmk_relay_desc d;
+  memset(&d, 0, sizeof d);
+  d.listen_host = "127.0.0.1";
+  d.reorder_ms = 20;
+  log_count lc = {PTHREAD_MUTEX_INITIALIZER, 0};
+  d.log.fn = count_log;
+  d.log.ud = &lc;
+  running rr;
+  start(&rr, &d);
+  agent a;
+  agent_open(&a, tmk_relay_listen_port(rr.r), 0x5555666677778888ull);
+  agent_hello(&a);
+  agent_data(&a, 0);
+  agent_data(&a, 1);
+  agent_data(&a, 3); /* 2 never comes */
+  tmk_relay_totals t = wait_totals(rr.r, lost_at_least, 1);
+  assert_int_equal(t.sum.lost, 1);
+  assert_int_equal(t.sum.packets, 3);
+  assert_int_equal(t.sum.zones, 3 * 9);
+
+  agent_send_raw(&a, "not a telemark packet", 21);
+  agent_send_raw(&a, "not a telemark packet", 21);
+  t = wait_totals(rr.r, garbage_at_least, 2);
+  assert_int_equal(t.garbage, 2);
+
+  /* packet 4 with its body bytes flipped: header valid, records not */
+  uint8_t p[1200];
+  size_t n = encode_data(&a, 4, p, sizeof p);
+  for (size_t i = n / 2; i < n; i++) p[i] ^= 0x5a;
+  agent_send_raw(&a, p, n);
+  agent_data(&a, 5);
+  t = wait_totals(rr.r, packets_at_least, 5);
+  assert_int_equal(t.sum.zones, 4 * 9); /* 0, 1, 3, 5: nothing of the corrupt one */
+  assert_true(t.sum.malformed + t.garbage >= 3);
+  close(a.fd);
+  finish(&rr);
+  assert_int_equal(lc.garbage_lines, 1); /* the second garbage datagram was within the interval */
+}
+
+/* ---- two relays ---------------------------------------------------------------------------- */
+static int http_get(int port, const char* path, char* out, size_t cap) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in to;
+  memset(&to, 0, sizeof to);
+  to.sin_family = AF_INET;
+  to.sin_port = htons((uint16_t)port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr*)&to, sizeof to) != 0) {
+    close(fd);
+    return -1;
+  }
+  char req[256];
+  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+  if (write(fd, req, (size_t)n) != n) {
+    close(fd);
+    return -1;
+  }
+  size_t len = 0;
+  ssize_t k;
+  while (len < cap - 1 && (k = read(fd, out + len, cap - 1 - len)) > 0) len += (size_t)k;
+  out[len] = 0;
+  close(fd);
+  return 0;
+}
+
+static void test_two_relays(void** state) {
+  (void)state;
+  tmk_relay_web* web[2];
+  running rr[2];
+  agent a[2];
+  const uint64_t sids[2] = {0xAAAA000000000001ull, 0xBBBB000000000002ull};
+  for (int i = 0; i < 2; i++) {
+    tmk_relay_web_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.token = i == 0 ? "" : "secret-token-1"; /* different guards on each */
+    assert_int_equal(tmk_relay_web_create(&wd, &web[i]), 0);
+    tmk_relay_desc d;
+    memset(&d, 0, sizeof d);
+    d.listen_host = "127.0.0.1";
+    d.http_host = "127.0.0.1";
+    d.http_hooks[0].fn = tmk_relay_web_hook;
+    d.http_hooks[0].ud = web[i];
+    start(&rr[i], &d);
+    assert_true(tmk_relay_http_port(rr[i].r) > 0);
+  }
+  assert_int_not_equal(tmk_relay_listen_port(rr[0].r), tmk_relay_listen_port(rr[1].r));
+  assert_int_not_equal(tmk_relay_http_port(rr[0].r), tmk_relay_http_port(rr[1].r));
+  for (int i = 0; i < 2; i++) {
+    agent_open(&a[i], tmk_relay_listen_port(rr[i].r), sids[i]);
+    agent_hello(&a[i]);
+    for (uint64_t s = 0; s < (uint64_t)(2 + i); s++) agent_data(&a[i], s);
+  }
+  for (int i = 0; i < 2; i++) {
+    tmk_relay_totals t = wait_totals(rr[i].r, packets_at_least, (uint64_t)(2 + i));
+    assert_int_equal(t.sessions, 1);
+    assert_int_equal(t.sum.packets, 2 + i);
+    assert_int_equal(t.sum.zones, (2 + i) * 9);
+    char own[32], other[32];
+    sid_str(sids[i], own, sizeof own);
+    sid_str(sids[1 - i], other, sizeof other);
+    tmk_relay_session_info info;
+    assert_int_equal(tmk_relay_session(rr[i].r, own, &info), 0);
+    assert_int_equal(tmk_relay_session(rr[i].r, other, &info), TMK_ENOTFOUND);
+    /* each HTTP server answers for its own relay, behind its own token check */
+    static char buf[65536];
+    assert_int_equal(http_get(tmk_relay_http_port(rr[i].r), "/api/sessions", buf, sizeof buf), 0);
+    if (i == 0) {
+      assert_non_null(strstr(buf, " 200 "));
+      assert_non_null(strstr(buf, own));
+      assert_null(strstr(buf, other));
+    } else {
+      assert_non_null(strstr(buf, " 401 "));
+      assert_int_equal(http_get(tmk_relay_http_port(rr[i].r),
+                                "/api/sessions?token=secret-token-1", buf, sizeof buf), 0);
+      assert_non_null(strstr(buf, " 200 "));
+      assert_non_null(strstr(buf, own));
+      assert_null(strstr(buf, other));
+    }
+  }
+  for (int i = 0; i < 2; i++) tmk_relay_stop(rr[i].r); /* both HTTP servers wind down at once */
+  for (int i = 0; i < 2; i++) {
+    close(a[i].fd);
+    finish(&rr[i]);
+    tmk_relay_web_destroy(web[i]);
+  }
+}
+
+/* A relay that never ran, and a stop asked before run: both end cleanly. */
+static void test_lifecycle_edges(void** state) {
+  (void)state;
+  tmk_relay* r = NULL;
+  tmk_relay_desc d;
+  memset(&d, 0, sizeof d);
+  d.listen_host = "127.0.0.1";
+  assert_int_equal(tmk_relay_create(&d, &r), 0);
+  tmk_relay_destroy(r);
+  assert_int_equal(tmk_relay_create(&d, &r), 0);
+  tmk_relay_stop(r);
+  assert_int_equal(tmk_relay_run(r), 0);
+  tmk_relay_destroy(r);
+  d.reorder_packets = 1; /* out of range */
+  assert_int_equal(tmk_relay_create(&d, &r), TMK_EINVAL);
+  assert_null(r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ingest_reorder_store),
+      cmocka_unit_test(test_loss_and_bad_input),
+      cmocka_unit_test(test_two_relays),
+      cmocka_unit_test(test_lifecycle_edges),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
