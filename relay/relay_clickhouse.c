@@ -442,7 +442,7 @@ static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t b
  * ------------------------------------------------------------------------------------------- */
 #define SPILL_MAGIC "TMKCH001"
 
-static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size) {
+static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int sync) {
   char tmp[620];
   snprintf(b->path, sizeof b->path, "%s/%020llu-%06llu.tmkch", ch->spill_dir,
            (unsigned long long)tmk__unix_ns(), (unsigned long long)(seq % 1000000));
@@ -467,7 +467,7 @@ static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size) {
     ok = write(fd, hd, 9) == 9 && write(fd, b->seg[t].p, n) == (ssize_t)n;
     *size += 9 + (uint64_t)n;
   }
-  ok = ok && write(fd, &crc, 4) == 4 && fdatasync(fd) == 0;
+  ok = ok && write(fd, &crc, 4) == 4 && (!sync || fdatasync(fd) == 0);
   if (close(fd) != 0) ok = 0;
   if (!ok || rename(tmp, b->path) != 0) {
     unlink(tmp);
@@ -596,14 +596,16 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
   return 0;
 }
 
-/* Caller holds mu. Moves a memory batch to disk or, when the disk bound is reached, drops it. */
-static void spill_or_drop_locked(tmk__ch* ch, batch* b) {
+/* Caller holds mu. Moves a memory batch to disk or, when the disk bound is reached, drops it.
+ * sync: fdatasync the file (the sink thread); the loop thread only writes to the page cache
+ * (a process crash keeps it, a power loss may not) so that ingest never waits for the disk. */
+static void spill_or_drop_locked(tmk__ch* ch, batch* b, int sync) {
   uint64_t seq = ++ch->spill_seq;
   size_t sz = b->bytes + 64;
   if (ch->disk_bytes + sz <= ch->spill_max) {
     pthread_mutex_unlock(&ch->mu);
     uint64_t written = 0;
-    int rc = spill_write(ch, b, seq, &written);
+    int rc = spill_write(ch, b, seq, &written, sync);
     pthread_mutex_lock(&ch->mu);
     if (rc == 0) {
       ch->disk_batches++;
@@ -653,7 +655,7 @@ static void* sink_main(void* arg) {
         if (!ch->q_head) ch->q_tail = NULL;
         ch->q_bytes -= b->bytes;
         ch->q_batches--;
-        spill_or_drop_locked(ch, b);
+        spill_or_drop_locked(ch, b, 1);
       }
       if (stopping) break;
       struct timespec ts;
@@ -734,7 +736,7 @@ static void* sink_main(void* arg) {
       was_up = 0;
       if (b && !from_disk) {
         /* Tables already accepted are not in the spill file (send_batch marked them done). */
-        spill_or_drop_locked(ch, b);
+        spill_or_drop_locked(ch, b, 1);
       } else if (b) {
         /* Keep the file; tables accepted before the failure will be resent and collapse. */
         batch_free(b);
@@ -748,7 +750,7 @@ static void* sink_main(void* arg) {
     ch->q_head = b->next;
     ch->q_bytes -= b->bytes;
     ch->q_batches--;
-    spill_or_drop_locked(ch, b);
+    spill_or_drop_locked(ch, b, 1);
   }
   ch->q_tail = NULL;
   pthread_mutex_unlock(&ch->mu);
@@ -789,7 +791,7 @@ static void seal(tmk__ch* ch) {
     pthread_cond_signal(&ch->cv);
   } else {
     /* The thread is behind (ClickHouse slow): this batch waits on disk instead. */
-    spill_or_drop_locked(ch, b);
+    spill_or_drop_locked(ch, b, 0);
     pthread_cond_signal(&ch->cv);
   }
   pthread_mutex_unlock(&ch->mu);

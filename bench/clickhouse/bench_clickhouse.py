@@ -83,8 +83,11 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, timeout=
         out = p.communicate(timeout=timeout)[0].decode(errors="replace")
         if p.returncode != 0:
             print("a target failed (its zones so far count): " + out.strip()[-200:])
-    time.sleep(0.3)  # the last TCP bytes are read and decoded
-    stored = sum(r.zones() for r in relays)
+    stored, prev = -1, -2
+    while stored != prev:  # the last TCP bytes are read and decoded: the count settles
+        prev = stored
+        time.sleep(0.3)
+        stored = sum(r.zones() for r in relays)
     end = t0 + timeout
     while time.time() < end:
         if ch is None or (ch.scalar("SELECT count() FROM system.parts WHERE database = "
@@ -140,6 +143,13 @@ def main():
               "RESULT relay_cpu_overhead=nan")
         print(f"RESULT fanin_zones_per_s={fin / fsecs:.0f}")
         print(f"RESULT zones_per_s_without_sink={total0 / secs0:.0f}")
+        try:
+            ch.query("OPTIMIZE TABLE zones FINAL")
+            b = ch.query("SELECT sum(bytes_on_disk) / sum(rows) FROM system.parts WHERE "
+                         "database = 'telemark' AND table = 'zones' AND active").strip()
+            print(f"RESULT zone_bytes_on_disk={float(b):.2f}")
+        except RuntimeError as e:
+            print("(no bytes_on_disk: %s)" % str(e).splitlines()[0])
     finally:
         ch.stop()
         if not a.keep:
