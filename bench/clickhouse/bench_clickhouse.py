@@ -72,12 +72,13 @@ def synth(relay, packets, seed):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, timeout=600):
+def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_seed=1, timeout=600):
     """Feeds every relay flat out over TCP. Returns (zones the relays stored, seconds from the
     start until they had them and, with ch, until ClickHouse holds base + that many zone rows,
     relay CPU seconds per relay)."""
     t0 = time.time()
-    procs = [synth(r, per_target_packets, 1 + i * 16 + k) for i, r in enumerate(relays)
+    # distinct session ids per phase: equal ids would collapse in ReplacingMergeTree (by design)
+    procs = [synth(r, per_target_packets, first_seed + i * 16 + k) for i, r in enumerate(relays)
              for k in range(targets_per_relay)]
     for p in procs:
         out = p.communicate(timeout=timeout)[0].decode(errors="replace")
@@ -130,7 +131,7 @@ def main():
         # 3. fan-in: 8 relays, one target each, one ClickHouse
         before = ch.scalar("SELECT count() FROM zones")
         relays = [Relay(tmp, f"fan{i}", ch.url()) for i in range(8)]
-        ftotal, fsecs, fcpu = run(relays, a.packets_per_target, 1, ch, before)
+        ftotal, fsecs, fcpu = run(relays, a.packets_per_target, 1, ch, before, first_seed=1000)
         for x in relays:
             x.stop()
         fin = ch.scalar("SELECT count() FROM zones") - before
