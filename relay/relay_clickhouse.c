@@ -171,6 +171,8 @@ struct tmk__ch {
   int stop;
   uint64_t drain_deadline_ms;
   tmk__ch_stats st;
+  batch* pool; /* sent batches kept for reuse: their pages stay mapped (no page faults) */
+  uint32_t npool;
   pthread_t thread;
   int thread_started;
 };
@@ -181,6 +183,28 @@ static void set_error(tmk__ch* ch, const char* fmt, const char* a, const char* b
   ch->st.errors++;
   ch->st.up = 0;
   pthread_mutex_unlock(&ch->mu);
+}
+
+#define POOL_MAX 4
+
+/* Caller holds mu. Keeps a done batch's buffers for the next staging batch, or frees it. */
+static void recycle_locked(tmk__ch* ch, batch* b) {
+  if (ch->npool >= POOL_MAX) {
+    batch_free(b);
+    return;
+  }
+  for (int t = 0; t < T_COUNT; t++) {
+    b->seg[t].len = 0;
+    b->seg[t].oom = 0;
+    b->rows[t] = 0;
+  }
+  b->done = 0;
+  b->total_rows = 0;
+  b->bytes = 0;
+  b->path[0] = 0;
+  b->next = ch->pool;
+  ch->pool = b;
+  ch->npool++;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -611,7 +635,7 @@ static void spill_or_drop_locked(tmk__ch* ch, batch* b, int sync) {
       ch->disk_batches++;
       ch->disk_bytes += written;
       ch->st.spilled_total++;
-      batch_free(b);
+      recycle_locked(ch, b);
       return;
     }
     snprintf(ch->st.last_error, sizeof ch->st.last_error,
@@ -721,7 +745,7 @@ static void* sink_main(void* arg) {
           ch->disk_batches--;
           ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
         }
-        batch_free(b);
+        recycle_locked(ch, b);
       }
       ch->st.up = 1;
       if (was_up != 1) tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->host, ch->port);
@@ -762,7 +786,15 @@ static void* sink_main(void* arg) {
  * ------------------------------------------------------------------------------------------- */
 static batch* stage(tmk__ch* ch) {
   if (!ch->stage) {
-    ch->stage = calloc(1, sizeof *ch->stage);
+    pthread_mutex_lock(&ch->mu);
+    batch* b = ch->pool;
+    if (b) {
+      ch->pool = b->next;
+      ch->npool--;
+      b->next = NULL;
+    }
+    pthread_mutex_unlock(&ch->mu);
+    ch->stage = b ? b : calloc(1, sizeof *ch->stage);
     if (ch->stage) ch->stage->first_ms = mono_ms();
   }
   return ch->stage;
@@ -1071,6 +1103,11 @@ void tmk__ch_free(tmk__ch* ch) {
     pthread_join(ch->thread, NULL);
   }
   batch_free(ch->stage);
+  while (ch->pool) {
+    batch* b = ch->pool;
+    ch->pool = b->next;
+    batch_free(b);
+  }
   pthread_mutex_destroy(&ch->mu);
   pthread_cond_destroy(&ch->cv);
   free(ch);
