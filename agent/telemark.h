@@ -9,13 +9,6 @@
 
 #include "tmk_proto.h" /* TMK_SEV_*, TMK_DROP_*, TMK_SITE_*, TMK_E* codes */
 
-/* tmk_agent_init's answer for a transport the platform port cannot carry (no sockets, no files).
- * TODO(protocol): becomes X(ENOTSUP, -24, ...) in protocol/tmk_error.h; until then an alias
- * (platforms/tmk_port.h has the same one). */
-#ifndef TMK_ENOTSUP
-#define TMK_ENOTSUP TMK_ESTATE
-#endif
-
 /* ---------------------------------------------------------------------------------------------
  * Compile-time configuration
  *   TMK_ENABLED       1 (default) instruments; 0 turns every macro into nothing and every API
@@ -102,6 +95,13 @@ typedef struct tmk_agent_desc {
   int manual_pump;            /* 1: no background thread, call tmk_agent_pump() (always so in
                                  TMK_NO_THREADS builds) */
   int no_compression;         /* 1: never LZ4, even when built with it */
+  uint32_t udp_rate;          /* UDP sends are paced to this many KB/s in bursts of at most
+                                 128 KB, so a relay's socket buffer does not overflow; 0: 32768
+                                 (32 MB/s, what one relay core decodes). Not in tmk_agent_pump() */
+  int on_demand;              /* 1 (UDP/TCP): record nothing (one filter test a zone) until a
+                                 relay says WELCOME, and again once it is gone (TCP closed, or
+                                 no WELCOME to the 1 s HELLOs over UDP for 3 s). Not for one-way
+                                 links: they never hear WELCOME */
   const char* build;          /* 0: none. Build id sent in HELLO, e.g. "4121" (copied, at most
                                  64 bytes); the relay's history groups by it */
   const char* label;          /* 0: none. Free label sent in HELLO, e.g. "nightly" (copied,

@@ -52,6 +52,9 @@ static tmk__thread* attach_thread(void) {
     if (!tmk_port_cas32(&t->state, &expected, (uint32_t)TMK__SLOT_CLAIMING)) continue;
     t->depth = 0;
     t->nmarkers = 0;
+    t->held = 0;
+    t->cut = TMK__NO_CUT;
+    t->wake_mark = t->head + tmk__g.ring_words / 2u;
     tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_ACTIVE);
     tmk_port_tls_set(TLS_VALUE(tag, i));
 #if TMK_PORT_HAS_THREADS
@@ -79,14 +82,19 @@ static inline void count_drop(tmk__thread* t, int reason) {
  * Ring: single producer (the owning thread), single consumer (the flusher)
  * ========================================================================================== */
 
+/* Room for `words` more at t->head, besides the words held for open zones. The sum never
+ * wraps: used <= cap, held <= cap and words is small. */
+static inline int ring_fits(const tmk__thread* t, uint32_t words) {
+  return t->head - t->cached_tail + t->held + words <= tmk__g.ring_words;
+}
+
 /* Waits for room in wait mode. Returns 1 when `words` fit, 0 when the record must be dropped. */
 static int ring_wait(tmk__thread* t, uint32_t words) {
-  uint32_t cap = tmk__g.ring_words;
   int ok = 0;
   tmk_port_add32(&tmk__g.waiters, 1u);
   for (;;) {
     t->cached_tail = tmk_port_load32_acquire(&t->tail);
-    if (t->head - t->cached_tail <= cap - words) {
+    if (ring_fits(t, words)) {
       ok = 1;
       break;
     }
@@ -105,15 +113,29 @@ static int ring_wait(tmk__thread* t, uint32_t words) {
 /* Returns 1 with room for `words` at t->head, or 0 after counting a drop. */
 static inline int ring_reserve(tmk__thread* t, uint32_t words) {
   uint32_t cap = tmk__g.ring_words;
-  if (TMK__LIKELY(t->head - t->cached_tail <= cap - words)) return 1;
+  if (TMK__LIKELY(ring_fits(t, words))) return 1;
   t->cached_tail = tmk_port_load32_acquire(&t->tail);
-  if (t->head - t->cached_tail <= cap - words) return 1;
+  if (ring_fits(t, words)) return 1;
   if (words > cap) {
     count_drop(t, TMK_DROP_TOO_BIG);
     return 0;
   }
-  if (tmk__g.overflow == TMK_OVERFLOW_WAIT && ring_wait(t, words)) return 1;
+  /* Waiting is only useful when the room held for open zones leaves enough: they cannot
+   * close while this thread waits. */
+  if (tmk__g.overflow == TMK_OVERFLOW_WAIT && t->held + words <= cap && ring_wait(t, words))
+    return 1;
   count_drop(t, TMK_DROP_RING_FULL);
+  return 0;
+}
+
+/* Slow path of a zone's begin: t->held already counts the new zone's 4 words. Returns 1 when
+ * they fit, else gives them back and returns 0 (the zone and its subtree are dropped). */
+static int zone_room(tmk__thread* t) {
+  t->cached_tail = tmk_port_load32_acquire(&t->tail);
+  if (ring_fits(t, 0)) return 1;
+  if (tmk__g.overflow == TMK_OVERFLOW_WAIT && t->held <= tmk__g.ring_words && ring_wait(t, 0))
+    return 1;
+  t->held -= 4;
   return 0;
 }
 
@@ -133,8 +155,22 @@ static void ring_put_bytes(tmk__thread* t, uint32_t at, const void* data, size_t
   }
 }
 
+/* Wakes a sleeping flusher; called once per half ring written. A wake-up lost to the race
+ * with the flusher falling asleep costs at most its 1 ms poll. */
+static void wake_flusher(tmk__thread* t) {
+  t->wake_mark = t->head + tmk__g.ring_words / 2u;
+#if TMK_PORT_HAS_WAKE
+  if (tmk_port_load32_relaxed(&tmk__g.flusher_asleep)) {
+    uint32_t one = 1u;
+    if (tmk_port_cas32(&tmk__g.flusher_asleep, &one, 0u)) tmk_port_wake_signal(&tmk__g.wake);
+  }
+#endif
+}
+
 static inline void ring_commit(tmk__thread* t, uint32_t words) {
-  tmk_port_store32_release(&t->head, t->head + words);
+  uint32_t head = t->head + words;
+  tmk_port_store32_release(&t->head, head);
+  if (TMK__UNLIKELY((int32_t)(head - t->wake_mark) >= 0)) wake_flusher(t);
 }
 
 static inline uint64_t entry_header(uint32_t type, uint32_t aux, uint32_t bytes, uint32_t depth) {
@@ -158,10 +194,21 @@ static void push_event(tmk__thread* t, uint32_t type, uint32_t aux, tmk_site* si
  * ========================================================================================== */
 
 /* A thread without a slot (none free, agent stopped) gets a start time but no depth; its
- * tmk__zone_end finds no slot either, so the pair stays balanced and records nothing. */
+ * tmk__zone_end finds no slot either, so the pair stays balanced and records nothing.
+ *
+ * Whole subtrees: a zone takes its ring room when it begins (t->held), so a zone whose begin
+ * found room is always recorded at its end, after its children. A zone that finds no room is
+ * dropped with everything nested in it (t->cut), so the relay never gets a child without its
+ * parent, only parents without some of their children. */
 uint64_t tmk__zone_begin(void) {
   tmk__thread* t = cur_thread();
-  if (TMK__LIKELY(t != NULL)) t->depth++;
+  if (TMK__LIKELY(t != NULL)) {
+    uint32_t depth = t->depth++;
+    if (TMK__LIKELY(depth < t->cut)) {
+      t->held += 4;
+      if (TMK__UNLIKELY(!ring_fits(t, 0)) && !zone_room(t)) t->cut = depth;
+    }
+  }
   return tmk__now_ticks();
 }
 
@@ -174,7 +221,12 @@ void tmk__zone_end(tmk_site* site, uint64_t start) {
     return;
   }
   t->depth--;
-  if (!ring_reserve(t, 4)) return;
+  if (TMK__UNLIKELY(t->depth >= t->cut)) { /* inside a dropped subtree */
+    if (t->depth == t->cut) t->cut = TMK__NO_CUT;
+    count_drop(t, TMK_DROP_RING_FULL);
+    return;
+  }
+  t->held -= 4; /* the room this zone took at its begin */
   ring_put(t, 0, entry_header(TMK__E_ZONE, 0, 0, t->depth));
   ring_put(t, 1, (uint64_t)(uintptr_t)site);
   ring_put(t, 2, start);
@@ -311,25 +363,57 @@ static uint8_t* carve(uint8_t** p, uint8_t* end, size_t n) {
 }
 
 #if TMK_PORT_HAS_THREADS
+/* Ring fill at which the flusher drains before its interval is up: an eighth of a ring, at most
+ * 64 KB (two packets or so of zones), so a busy thread is drained while it records, in full
+ * packets. */
+static uint32_t early_words(void) {
+  uint32_t w = tmk__g.ring_words / 8u;
+  return w > 8192u ? 8192u : w;
+}
+
+/* Returns 1 when some ring holds more than `words` (read without the lock: a hint). */
+static int rings_over(uint32_t words) {
+  uint32_t i;
+  for (i = 0; i < tmk__g.nthreads; i++) {
+    tmk__thread* t = tmk__slot(i);
+    if (tmk_port_load32_relaxed(&t->head) - tmk_port_load32_relaxed(&t->tail) > words) return 1;
+  }
+  return 0;
+}
+
+/* Waits up to 1 ms, or until a recording thread passes its wake mark (tmk_port.h wake-ups). */
+static void flusher_sleep(uint32_t early) {
+#if TMK_PORT_HAS_WAKE
+  if (tmk__g.has_wake) {
+    tmk_port_store32_release(&tmk__g.flusher_asleep, 1u);
+    if (!rings_over(early)) tmk_port_wake_wait(&tmk__g.wake, 1000u);
+    tmk_port_store32_release(&tmk__g.flusher_asleep, 0u);
+    return;
+  }
+#endif
+  (void)early;
+  tmk_port_sleep_us(1000);
+}
+
+/* The background flusher: drains on its interval, early when a ring passes early_words(), and
+ * back to back while cycles find work (a thread recording flat out is drained as fast as the
+ * flusher can encode); sleeps 1 ms only when there was nothing to do. */
 static void flusher_main(void* arg) {
   (void)arg;
   while (!tmk_port_load32_acquire(&tmk__g.stop)) {
-    int waiters = tmk_port_load32_relaxed(&tmk__g.waiters) != 0;
+    int waiters = tmk_port_load32_relaxed(&tmk__g.waiters) != 0, busy = 0;
+    uint32_t early = early_words();
     if (tmk__lock(0)) {
       uint64_t now = tmk__ms();
-      int due = waiters || now - tmk__g.last_pump_ms >= tmk__g.flush_interval_ms;
-      uint32_t i;
-      for (i = 0; i < tmk__g.nthreads && !due; i++) { /* a ring over half full drains early */
-        tmk__thread* t = tmk__slot(i);
-        due = tmk_port_load32_relaxed(&t->head) - t->tail > tmk__g.ring_words / 2;
-      }
+      int due = waiters || now - tmk__g.last_pump_ms >= tmk__g.flush_interval_ms ||
+                rings_over(early);
       if (due) {
         tmk__g.last_pump_ms = now;
-        tmk__flush_cycle(waiters);
+        busy = tmk__flush_cycle(waiters) > 0;
       }
       tmk__unlock();
     }
-    if (!waiters) tmk_port_sleep_us(1000);
+    if (!waiters && !busy) flusher_sleep(early);
   }
 }
 #endif
@@ -403,7 +487,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
     for (;;) {
       size_t per = remaining / threads;
       ring_bytes = per > slot_bytes ? pow2_floor((uint32_t)(per - slot_bytes > (1u << 30) ? (1u << 30) : per - slot_bytes)) : 0;
-      if (ring_bytes > (256u << 10)) ring_bytes = 256u << 10;
+      if (ring_bytes > TMK__RING_AUTO_MAX) ring_bytes = TMK__RING_AUTO_MAX;
       if (ring_bytes >= 1024 || threads == 1 || d.max_threads) break;
       threads /= 2;
     }
@@ -463,6 +547,9 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   tmk__g.has_flusher_thread = 0;
 #if TMK_PORT_HAS_THREADS
   if (!d.manual_pump) {
+#if TMK_PORT_HAS_WAKE
+    tmk__g.has_wake = tmk_port_wake_open(&tmk__g.wake) == 0;
+#endif
     tmk__g.has_flusher_thread = 1;
     if (tmk_port_thread_start(&tmk__g.flusher, flusher_main, NULL) != 0) {
       tmk__g.has_flusher_thread = 0;
@@ -484,6 +571,12 @@ int tmk_agent_shutdown(void) {
     tmk_port_thread_join(&tmk__g.flusher);
     tmk__g.has_flusher_thread = 0;
   }
+#if TMK_PORT_HAS_WAKE
+  if (tmk__g.has_wake) {
+    tmk__g.has_wake = 0;
+    tmk_port_wake_close(&tmk__g.wake);
+  }
+#endif
 #endif
   tmk__lock(1);
   tmk__flush_cycle(1);

@@ -27,6 +27,15 @@ enum {
 #define TMK__E_WORDS(payload_bytes) (3u + ((uint32_t)(payload_bytes) + 7u) / 8u)
 #define TMK__MARKER_STACK 16
 #define TMK__NAME_MAX 31
+#define TMK__NO_CUT 0xFFFFFFFFu
+/* Largest ring the arena is split into when desc.ring_bytes is 0: 10 ms of one thread recording
+ * zones flat out (~20 ns and 32 bytes each) is 16 MB. */
+#define TMK__RING_AUTO_MAX (16u << 20)
+#if defined(__GNUC__) || defined(__clang__)
+#define TMK__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TMK__UNLIKELY(x) (x)
+#endif
 
 enum { TMK__SLOT_FREE = 0, TMK__SLOT_CLAIMING = 1, TMK__SLOT_ACTIVE = 2, TMK__SLOT_DEAD = 3 };
 
@@ -36,6 +45,9 @@ typedef struct tmk__thread {
   uint32_t cached_tail;
   uint32_t depth;
   uint32_t nmarkers;
+  uint32_t held; /* ring words promised to open zones: a zone takes its room when it begins */
+  uint32_t cut;  /* depth of the open zone whose subtree is being dropped, TMK__NO_CUT if none */
+  uint32_t wake_mark; /* head at which to wake the flusher next: every half ring written */
   uint32_t drops[TMK_DROP_REASON_COUNT]; /* cumulative; read by the flusher */
   tmk_site* markers[TMK__MARKER_STACK];  /* NULL entry: a BEGIN that was filtered out */
   uint8_t pad0[64];
@@ -74,6 +86,11 @@ typedef struct tmk__agent {
   uint32_t tls_tag;     /* this generation's TLS tag, 0 when stopped (tmk_agent.c, Thread slots) */
   uint8_t pad0[64];
   uint32_t waiters; /* producers blocked in wait mode */
+  uint32_t flusher_asleep; /* 1 while the flusher waits for a wake-up; cleared by who wakes it */
+  uint32_t has_wake;       /* the port's wake-up is open (tmk_port.h, TMK_PORT_HAS_WAKE) */
+#if TMK_PORT_HAS_WAKE
+  tmk_port_wake wake;
+#endif
   uint32_t no_thread_drops;
 
   /* flusher side */

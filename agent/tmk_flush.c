@@ -10,6 +10,14 @@
 
 #define META_INTERVAL_MS 2000u
 #define HELLO_INTERVAL_MS 2000u
+/* desc.on_demand over UDP: HELLO this often while welcomed, and a relay that has not answered
+ * one for ON_DEMAND_GONE_MS is gone (recording stops). */
+#define ON_DEMAND_HELLO_MS 1000u
+#define ON_DEMAND_GONE_MS 3000u
+/* UDP pacing (desc.udp_rate): a token bucket of at most PACE_BURST bytes, refilled each ms. */
+#define PACE_BURST (128u * 1024u)
+#define PACE_DEFAULT_KB 32768u
+#define PACE_MAX_WAITS 50 /* 0.5 ms each: a clock that stands still (desc.clock) cannot hang us */
 #define NO_THREAD 0xFFFFFFFFu
 /* How long a full socket may hold up a send: the flusher thread can wait; tmk_agent_pump() runs
  * on the game's thread and must not. */
@@ -50,6 +58,10 @@ typedef struct tmk__flusher {
   uint32_t pkt_zones; /* zones in the packet being written */
   uint64_t last_meta_ms;
   uint64_t last_hello_ms;
+  uint64_t last_welcome_ms;
+  uint64_t pace_ms;     /* when pace_tokens was last refilled */
+  uint64_t pace_tokens; /* bytes that may go out now */
+  int pace_now;         /* this cycle may wait for tokens (flusher thread, flush, shutdown) */
   int force_meta;
   int welcomed;
   int rejected;
@@ -62,18 +74,35 @@ typedef struct tmk__flusher {
 static tmk__flusher F;
 uint32_t tmk__filter[8];
 
+static int is_socket(const tmk__flusher* g) {
+  return g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP;
+}
+
+/* Whether records may be taken: always, but with desc.on_demand over a socket only while a
+ * relay listens (it said WELCOME and is not gone). */
+static int listening(const tmk__flusher* g) {
+  return !tmk__g.desc.on_demand || !is_socket(g) || g->welcomed;
+}
+
 void tmk__apply_filter(uint32_t level, uint32_t mask) {
-  uint32_t s;
+  uint32_t s, on = tmk__g.running && listening(&F);
   F.level = level;
   F.mask = mask;
   for (s = 0; s < 8; s++) {
-    uint32_t v = (s < TMK_SEV_COUNT && s <= level && tmk__g.running) ? mask : 0u;
+    uint32_t v = (s < TMK_SEV_COUNT && s <= level && on) ? mask : 0u;
     tmk_port_store32_relaxed(&tmk__filter[s], v);
   }
 }
 
-static int is_socket(const tmk__flusher* g) {
-  return g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP;
+/* A relay answered (welcomed = 1) or went away (0): with desc.on_demand recording follows. */
+static void set_welcomed(tmk__flusher* g, int welcomed) {
+  if (g->welcomed == welcomed) return;
+  g->welcomed = welcomed;
+  if (!tmk__g.desc.on_demand || !is_socket(g)) return;
+  tmk__apply_filter(g->level, g->mask);
+  tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO,
+                 welcomed ? "telemark: a relay listens: recording (on demand)"
+                          : "telemark: the relay is gone: recording stops (on demand)");
 }
 
 /* ============================================================================================
@@ -81,6 +110,26 @@ static int is_socket(const tmk__flusher* g) {
  * ========================================================================================== */
 
 /* Finishes the current packet and sends it. Returns 1 if a DATA packet went out. */
+/* Waits until `len` bytes may go out over UDP at desc.udp_rate. Only where waiting is allowed:
+ * on the flusher thread, in tmk_agent_flush() and in shutdown, never in tmk_agent_pump(). */
+static void pace(tmk__flusher* g, size_t len) {
+  uint64_t per_ms = (uint64_t)(tmk__g.desc.udp_rate ? tmk__g.desc.udp_rate : PACE_DEFAULT_KB) *
+                    1024u / 1000u;
+  int waits;
+  if (g->tr.kind != TMK_TRANSPORT_UDP || !g->pace_now) return;
+  for (waits = 0; waits < PACE_MAX_WAITS; waits++) {
+    uint64_t now = tmk__ms();
+    if (now != g->pace_ms) {
+      g->pace_tokens += (now - g->pace_ms) * per_ms;
+      if (g->pace_tokens > PACE_BURST || now < g->pace_ms) g->pace_tokens = PACE_BURST;
+      g->pace_ms = now;
+    }
+    if (g->pace_tokens >= len) break;
+    tmk_port_sleep_us(500);
+  }
+  g->pace_tokens = g->pace_tokens >= len ? g->pace_tokens - len : 0;
+}
+
 static int send_packet(void) {
   tmk__flusher* g = &F;
   uint32_t zones = g->pkt_zones;
@@ -103,6 +152,7 @@ static int send_packet(void) {
     g->zones_unsent += zones;
     return 0;
   }
+  pace(g, (size_t)n);
   rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
   if (rc < 0) {
     g->drops[TMK_DROP_SEND_FAILED]++;
@@ -486,8 +536,10 @@ static void handle_packet(const uint8_t* p, size_t len) {
   switch (r.hdr.type) {
     case TMK_PKT_WELCOME: {
       tmk_proto_welcome w;
-      if (tmk_proto_read_welcome(&r, &w) == 0 && !g->welcomed) {
-        g->welcomed = 1;
+      if (tmk_proto_read_welcome(&r, &w) != 0) break;
+      g->last_welcome_ms = tmk__ms();
+      if (!g->welcomed) {
+        set_welcomed(g, 1);
         tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: relay %.*s welcomed session %016llx",
                  (int)w.relay_version.len, w.relay_version.ptr,
                  (unsigned long long)g->session_id);
@@ -527,7 +579,7 @@ static void talk_to_relay(void) {
   const uint8_t* pkt = NULL;
   int i, n;
   if (tmk__transport_tick(&g->tr, tmk__ms())) { /* a new connection may be a new relay */
-    g->welcomed = 0;
+    set_welcomed(g, 0);
     g->force_meta = 1;
     tmk__send_hello();
   }
@@ -617,10 +669,17 @@ int tmk__flush_cycle(int full) {
   uint64_t before = g->packets_sent, now;
   uint32_t i;
   g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */
+  g->pace_now = tmk__g.has_flusher_thread || full;
   update_clock_extension();
   talk_to_relay(); /* may (re)connect and send a HELLO: read the time after it */
   now = tmk__ms();
-  if (!g->welcomed && !g->rejected && is_socket(g) && now - g->last_hello_ms >= HELLO_INTERVAL_MS)
+  if (g->welcomed && tmk__g.desc.on_demand && is_socket(g) &&
+      (!tmk__transport_ready(&g->tr) ||
+       (g->tr.kind == TMK_TRANSPORT_UDP && now - g->last_welcome_ms > ON_DEMAND_GONE_MS)))
+    set_welcomed(g, 0); /* TCP closed, or no WELCOME to our HELLOs: nobody listens */
+  if (!g->rejected && is_socket(g) &&
+      now - g->last_hello_ms >= (g->welcomed ? ON_DEMAND_HELLO_MS : HELLO_INTERVAL_MS) &&
+      (!g->welcomed || (tmk__g.desc.on_demand && g->tr.kind == TMK_TRANSPORT_UDP)))
     tmk__send_hello();
   if (g->force_meta || now - g->last_meta_ms >= META_INTERVAL_MS) {
     g->force_meta = 0;

@@ -7,6 +7,7 @@
  *   TMK_PORT_HAS_THREADS  threads, the thread-exit hook, sleep/yield, 32-bit atomics
  *   TMK_PORT_HAS_SOCKETS  non-blocking UDP and TCP (the UDP, TCP and automatic transports)
  *   TMK_PORT_HAS_FILES    writing a file (the file transport)
+ *   TMK_PORT_HAS_WAKE     waking the flusher from a recording thread (else it polls)
  * A port without a group declares nothing of it; the transports that need a missing group
  * return TMK_ENOTSUP from tmk_agent_init(). The callback transport needs no optional group. */
 #ifndef TMK_PORT_H
@@ -16,12 +17,6 @@
 #include <stdint.h>
 
 #include "tmk_error.h"
-
-/* Returned by tmk_agent_init() for a transport the port cannot carry.
- * TODO(protocol): becomes X(ENOTSUP, -24, ...) in protocol/tmk_error.h; until then an alias. */
-#ifndef TMK_ENOTSUP
-#define TMK_ENOTSUP TMK_ESTATE
-#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -125,6 +120,29 @@ static inline int tmk_port_cas32(uint32_t* p, uint32_t* expected, uint32_t v) {
 }
 static inline void tmk_port_yield(void) {}
 static inline void tmk_port_sleep_us(uint32_t us) { (void)us; }
+#endif
+
+/* ==== Optional: wake-ups (TMK_PORT_HAS_WAKE, with threads) ====================================
+ * Lets a recording thread wake the flusher as soon as its ring passes a fill mark, instead of the
+ * flusher finding out at its next 1 ms poll. The agent signals at most once per half ring
+ * written, and only while the flusher is asleep, so tmk_port_wake_signal() may make a system
+ * call; it must never block or lock. A signal sent before the wait makes the wait return at once
+ * (a semaphore, a self-pipe, an auto-reset event). tmk_port_impl.h sets TMK_PORT_HAS_WAKE 1 and
+ * defines the type tmk_port_wake; without the group the flusher polls every millisecond. */
+#ifndef TMK_PORT_HAS_WAKE
+#define TMK_PORT_HAS_WAKE 0
+#endif
+#if TMK_PORT_HAS_WAKE && TMK_PORT_HAS_THREADS
+/* Prepares *w. Returns 0, or TMK_ESTATE (the agent then polls). */
+int tmk_port_wake_open(tmk_port_wake* w);
+/* Wakes the thread in tmk_port_wake_wait(), or makes its next wait return at once. Callable from
+ * any thread; never blocks. */
+void tmk_port_wake_signal(tmk_port_wake* w);
+/* Waits up to timeout_us for a signal and consumes it. Returns 1 when signalled, 0 when the time
+ * ran out. */
+int tmk_port_wake_wait(tmk_port_wake* w, uint32_t timeout_us);
+/* Releases what tmk_port_wake_open() took. */
+void tmk_port_wake_close(tmk_port_wake* w);
 #endif
 
 /* ==== Optional: sockets (TMK_PORT_HAS_SOCKETS) ================================================ */

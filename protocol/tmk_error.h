@@ -33,14 +33,15 @@ extern "C" {
   X(ESTATE, -21, "operation not valid in the current state")                              \
   X(ENOTFOUND, -22, "not found")                                                           \
   X(ECORRUPT, -23, "data is corrupt (checksum or structure mismatch)")                   \
-  X(EACCESS, -24, "access denied (missing or wrong access token, or a foreign Origin)")
+  X(EACCESS, -24, "access denied (missing or wrong access token, or a foreign Origin)")   \
+  X(ENOTSUP, -25, "not supported on this platform (the port leaves out sockets, files or threads)")
 
 typedef enum tmk_errno {
   TMK_OK = 0,
 #define TMK__ERR_ENUM(name, value, msg) TMK_##name = (value),
   TMK_ERRNO_MAP(TMK__ERR_ENUM)
 #undef TMK__ERR_ENUM
-  TMK__ERR_LAST = -25
+  TMK__ERR_LAST = -26
 } tmk_errno;
 
 /* Returns a static, human-readable sentence for a TMK_E* code ("unknown error" otherwise). */

@@ -9,6 +9,8 @@
 #include "relay_internal.h"
 
 #define UDP_BATCH 32 /* datagrams per recvmmsg call */
+/* UDP receive buffer asked of the kernel: about 14 k full packets, a second of a tight loop. */
+#define RCVBUF_WANTED (32 * 1024 * 1024)
 
 /* ---------------------------------------------------------------------------------------------
  * Addresses
@@ -592,9 +594,10 @@ int tmk__ingest_start(tmk_relay* r) {
              "another port with --listen)", r->cfg.listen_host, port, uv_strerror(rc));
     return rc;
   }
-  /* A deep socket buffer rides out scheduling hiccups without loss. As root, SO_RCVBUFFORCE
-   * goes past net.core.rmem_max (212992 on a stock system); otherwise ask and take the cap. */
-  int rcvbuf = 8 * 1024 * 1024;
+  /* A deep socket buffer rides out scheduling hiccups and bursts (an agent draining a full
+   * ring sends faster than we decode) without loss. As root, SO_RCVBUFFORCE goes past
+   * net.core.rmem_max (212992 on a stock system); otherwise ask and take the cap, and say so. */
+  int rcvbuf = RCVBUF_WANTED, granted = 0;
   uv_os_fd_t ufd;
 #ifdef SO_RCVBUFFORCE
   if (uv_fileno((uv_handle_t*)&r->udp, &ufd) != 0 ||
@@ -603,6 +606,12 @@ int tmk__ingest_start(tmk_relay* r) {
   (void)ufd;
 #endif
     uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
+  uv_recv_buffer_size((uv_handle_t*)&r->udp, &granted); /* 0 reads it (Linux reports double) */
+  if (granted < RCVBUF_WANTED)
+    tmk_relay__log(&r->log, TMK_LOG_WARN,
+                   "udp receive buffer is %d KiB, not the %d KiB asked for: bursts from agents "
+                   "may be lost; raise net.core.rmem_max (sysctl) to at least %d",
+                   granted / 1024, RCVBUF_WANTED / 1024, RCVBUF_WANTED);
   rc = uv_udp_recv_start(&r->udp, udp_alloc, udp_recv);
   if (rc) {
     tmk_relay__log(&r->log, TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));

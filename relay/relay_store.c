@@ -467,6 +467,56 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   return 0;
 }
 
+/* Stores n decoded zones of thread t: the chunk's bookkeeping (count, time range, the store's
+ * time range and zone count) is updated once per chunk, not once per zone. Returns 0 or
+ * TMK_ENOMEM. */
+static int add_zones(tmk__store* st, thread* t, const tmk_proto_record* recs, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    chunk* c = t->zones.tail;
+    uint64_t first = recs[i].u.zone.start;
+    if (!c || c->count == ZONES_PER_CHUNK || !fits_off(first, c->base)) {
+      c = new_chunk(st, &t->zones, CK_ZONES, ZONES_PER_CHUNK * sizeof(zrec), first);
+      if (!c) return TMK_ENOMEM;
+    }
+    zrec* z = (zrec*)(void*)c->data + c->count;
+    uint64_t lo = c->tmin, hi = c->tmax;
+    uint32_t k = 0, room = ZONES_PER_CHUNK - c->count;
+    for (; k < room && i < n; k++, i++) {
+      const tmk_proto_zone* q = &recs[i].u.zone;
+      uint64_t dur = q->duration;
+      if (k && !fits_off(q->start, c->base)) break; /* the first one fits: checked above */
+      if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
+      reference_site(st, q->site);
+      z[k].start_off = (int32_t)(int64_t)(q->start - c->base);
+      z[k].dur_lo = (uint32_t)dur;
+      z[k].dur_hi = (uint16_t)(dur >> 32);
+      z[k].site = q->site;
+      z[k].depth = (uint8_t)(q->depth > 255 ? 255 : q->depth);
+      z[k].flags = 0;
+      if (q->start < lo) lo = q->start;
+      if (q->start + dur > hi) hi = q->start + dur;
+      if (st->ring) live_zone(st, t->id, q->start, dur, q->site, q->depth, 0);
+      if (st->tap.zone) { /* history sink: the same zone as stored */
+        tmk_relay_zone tz;
+        tz.start_ns = to_ns(st, q->start);
+        tz.dur_ns = to_ns(st, q->start + dur) - tz.start_ns;
+        tz.thread = t->id;
+        tz.site = q->site;
+        tz.depth = q->depth;
+        tz.flags = 0;
+        st->tap.zone(st->tap.ud, &tz);
+      }
+    }
+    c->count += k;
+    c->tmin = lo;
+    c->tmax = hi;
+    note_time(st, lo, hi);
+    st->zones += k;
+  }
+  return 0;
+}
+
 static int add_event(tmk__store* st, thread* t, const tmk_relay_event* e, uint64_t ticks) {
   size_t need = sizeof(erec) + (e->type == TMK_RELAY_EV_PLOT ? 8 : 0) + e->text_len;
   need = (need + 3) & ~(size_t)3;
@@ -700,12 +750,14 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
           continue;
         }
       }
-      reference_site(st, rec->u.zone.site);
-      if (add_zone(st, cur, rec->u.zone.start, rec->u.zone.duration, rec->u.zone.site,
-                   rec->u.zone.depth, 0) == TMK_ENOMEM)
-        return TMK_ENOMEM;
-      st->records++;
-      n++;
+      size_t run = 1; /* this zone and the zones of the same thread right after it */
+      while (i + run < count && st->recs[i + run].type == TMK_REC_ZONE &&
+             st->recs[i + run].thread == cur_id)
+        run++;
+      if (add_zones(st, cur, rec, run) == TMK_ENOMEM) return TMK_ENOMEM;
+      st->records += run;
+      n += (int)run;
+      i += run - 1;
       continue;
     }
     int src = store_record(st, rec);

@@ -25,6 +25,12 @@ typedef struct tmk_port_thread {
   void* arg;
 } tmk_port_thread;
 extern __thread void* tmk_port_posix_tls __attribute__((tls_model("initial-exec")));
+/* Wake-ups through a self-pipe: portable across POSIX systems, and a write only happens when
+ * the flusher sleeps (at most once per half ring). */
+#define TMK_PORT_HAS_WAKE 1
+typedef struct tmk_port_wake {
+  int rd, wr;
+} tmk_port_wake;
 #endif
 #define tmk_port_tls_get() tmk_port_posix_tls
 #define tmk_port_tls_set(v) ((void)(tmk_port_posix_tls = (v)))

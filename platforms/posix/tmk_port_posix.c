@@ -274,3 +274,50 @@ int tmk_port_file_write(void* f, const void* data, size_t len) {
 void tmk_port_file_close(void* f) {
   if (f) fclose((FILE*)f);
 }
+
+/* ---- Wake-ups ----------------------------------------------------------------------------- */
+#if TMK_PORT_HAS_WAKE
+static int nonblocking_cloexec(int fd) {
+  int fl = fcntl(fd, F_GETFL, 0);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+  return fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+int tmk_port_wake_open(tmk_port_wake* w) {
+  int fds[2];
+  w->rd = w->wr = -1;
+  if (pipe(fds) != 0) return TMK_ESTATE;
+  if (nonblocking_cloexec(fds[0]) < 0 || nonblocking_cloexec(fds[1]) < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return TMK_ESTATE;
+  }
+  w->rd = fds[0];
+  w->wr = fds[1];
+  return 0;
+}
+
+void tmk_port_wake_signal(tmk_port_wake* w) {
+  char c = 1;
+  ssize_t n = write(w->wr, &c, 1); /* a full pipe already holds a wake-up */
+  (void)n;
+}
+
+int tmk_port_wake_wait(tmk_port_wake* w, uint32_t timeout_us) {
+  struct pollfd p;
+  char buf[64];
+  int got = 0;
+  p.fd = w->rd;
+  p.events = POLLIN;
+  p.revents = 0;
+  if (poll(&p, 1, (int)((timeout_us + 999u) / 1000u)) <= 0) return 0;
+  while (read(w->rd, buf, sizeof buf) > 0) got = 1;
+  return got;
+}
+
+void tmk_port_wake_close(tmk_port_wake* w) {
+  if (w->rd >= 0) close(w->rd);
+  if (w->wr >= 0) close(w->wr);
+  w->rd = w->wr = -1;
+}
+#endif

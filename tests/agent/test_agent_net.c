@@ -291,6 +291,82 @@ static void wait_mode_without_relay_does_not_hang(void** state) {
   assert_int_equal(tmk_agent_shutdown(), 0);
 }
 
+/* Zones the agent has accounted for: sent, failed to send, or dropped for any reason. */
+static uint64_t accounted(void) {
+  tmk_agent_stats s = stats_now();
+  uint64_t n = s.zones_sent + s.zones_unsent;
+  int k;
+  for (k = 0; k < TMK_DROP_REASON_COUNT; k++) n += s.drops[k];
+  return n;
+}
+
+static int wait_welcomed(int want, int ms) {
+  int i;
+  for (i = 0; i < ms; i += 5) {
+    if (stats_now().welcomed == want) return 1;
+    sleep_ms(5);
+  }
+  return 0;
+}
+
+static void zones(const char* which, int n) {
+  int i;
+  for (i = 0; i < n; i++) {
+    if (which[0] == 'b') {
+      TMK_ZONE("before", TMK_SEV_INFO, 1);
+    } else if (which[0] == 'a') {
+      TMK_ZONE("after", TMK_SEV_INFO, 1);
+    } else {
+      TMK_ZONE("gone", TMK_SEV_INFO, 1);
+    }
+  }
+}
+
+/* desc.on_demand: nothing is recorded (not sent, not dropped: filtered) until a relay says
+ * WELCOME; then everything is; and once the relay is gone (TCP closed; over UDP, no WELCOME
+ * to the agent's HELLOs for 3 s) nothing again. */
+static void on_demand(int tcp) {
+  static receiver r;
+  tmk_agent_desc d;
+  uint64_t before;
+  memset(&r, 0, sizeof r);
+  assert_int_equal(recv_start(&r), 0);
+  d = relay_desc(&r, tcp);
+  d.on_demand = 1;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  assert_true(recv_wait_at_least(&r, &r.hellos, 1, 5000));
+  zones("before", 1000);
+  tmk_agent_flush();
+  assert_int_equal(accounted(), 0); /* not recorded at all */
+  pthread_mutex_lock(&r.mu);
+  r.auto_welcome = 1; /* the next HELLO (TCP: the agent's retry, 2 s) is answered */
+  pthread_mutex_unlock(&r.mu);
+  if (tcp) recv_kick_tcp(&r); /* TCP says HELLO once per connection: make it say it again */
+  assert_true(wait_welcomed(1, 5000));
+  zones("after", 1000);
+  tmk_agent_flush();
+  assert_true(recv_wait_at_least(&r, &r.zones, 1000, 5000));
+  assert_int_equal(recv_zones_named(&r, "after"), 1000);
+  assert_int_equal(recv_zones_named(&r, "before"), 0);
+  recv_stop(&r); /* the relay goes away */
+  assert_true(wait_welcomed(0, 6000));
+  before = accounted();
+  zones("gone", 1000);
+  tmk_agent_flush();
+  assert_int_equal(accounted(), before); /* nothing recorded again */
+  assert_int_equal(tmk_agent_shutdown(), 0);
+}
+
+static void on_demand_over_udp(void** state) {
+  (void)state;
+  on_demand(0);
+}
+
+static void on_demand_over_tcp(void** state) {
+  (void)state;
+  on_demand(1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       AGENT_TEST(udp_every_zone_accounted),
@@ -302,6 +378,8 @@ int main(void) {
       AGENT_TEST(no_relay_never_blocks),
       AGENT_TEST(rejected_agent_stops_sending),
       AGENT_TEST(wait_mode_without_relay_does_not_hang),
+      AGENT_TEST(on_demand_over_udp),
+      AGENT_TEST(on_demand_over_tcp),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

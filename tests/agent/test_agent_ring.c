@@ -1,7 +1,8 @@
 /* test_agent_ring.c — ring stress: producer threads against the flusher with millions of
  * records through small rings. Wait mode loses and duplicates nothing (every zone and message
  * counted per producer); drop mode counts every drop exactly; threads beyond the slot count are
- * counted, and slots of exited threads are reused. Also built with -fsanitize=thread. */
+ * counted, and slots of exited threads are reused; an overflowing ring drops whole subtrees,
+ * never a parent whose children went out. Also built with -fsanitize=thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 
@@ -112,6 +113,87 @@ static void drop_mode_concurrent_accounts_for_all(void** state) {
   assert_int_equal(sink.drops[TMK_DROP_RING_FULL], s.drops[TMK_DROP_RING_FULL]);
 }
 
+/* Frame > { Update > { Physics x 3 }, Render > { Draw x 4 } }: 10 zones, 3 levels. */
+static void game_frame(void) {
+  int k;
+  TMK_ZONE("Frame", TMK_SEV_INFO, 1);
+  {
+    TMK_ZONE("Update", TMK_SEV_INFO, 1);
+    for (k = 0; k < 3; k++) {
+      TMK_ZONE("Physics", TMK_SEV_INFO, 1);
+    }
+  }
+  {
+    TMK_ZONE("Render", TMK_SEV_INFO, 1);
+    for (k = 0; k < 4; k++) {
+      TMK_ZONE("Draw", TMK_SEV_INFO, 1);
+    }
+  }
+}
+
+/* Rings of several sizes overflow at every point of a frame: no zone may arrive without its
+ * parent (the outer zone ends last, so it used to be the one lost), and every zone is either
+ * received or counted. */
+static void drop_mode_keeps_trees_whole(void** state) {
+  uint32_t ring;
+  (void)state;
+  for (ring = 256; ring <= 2048; ring *= 2) { /* 8 to 64 zones; 70 between pumps */
+    tmk_agent_desc d;
+    tmk_agent_stats s;
+    uint64_t frame, update, physics, render, draw;
+    int i;
+    recv_init_offline(&sink);
+    d = sink_desc(&sink);
+    d.manual_pump = 1;
+    d.ring_bytes = ring;
+    assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+    for (i = 0; i < 100; i++) {
+      game_frame();
+      if (i % 7 == 6) tmk_agent_pump(); /* drains part of the way, so cuts fall anywhere */
+    }
+    s = stats_now();
+    assert_int_equal(tmk_agent_shutdown(), 0);
+    frame = recv_zones_named(&sink, "Frame");
+    update = recv_zones_named(&sink, "Update");
+    physics = recv_zones_named(&sink, "Physics");
+    render = recv_zones_named(&sink, "Render");
+    draw = recv_zones_named(&sink, "Draw");
+    assert_true(s.drops[TMK_DROP_RING_FULL] > 0); /* the test overflows */
+    assert_true(frame > 0);
+    assert_true(update <= frame);
+    assert_true(render <= frame);
+    assert_true(physics <= 3 * update);
+    assert_true(draw <= 4 * render);
+    assert_int_equal(frame + update + physics + render + draw + s.drops[TMK_DROP_RING_FULL],
+                     100 * 10);
+  }
+}
+
+static void nest(int n) {
+  TMK_ZONE("deep", TMK_SEV_INFO, 1);
+  if (n > 1) nest(n - 1);
+}
+
+/* Wait mode cannot wait for room held by zones that are open on the waiting thread: nesting
+ * deeper than the ring holds drops the innermost subtree instead of blocking for ever. */
+static void wait_mode_deep_nesting_does_not_block(void** state) {
+  tmk_agent_desc d;
+  tmk_agent_stats s;
+  (void)state;
+  recv_init_offline(&sink);
+  d = sink_desc(&sink);
+  d.overflow = TMK_OVERFLOW_WAIT;
+  d.ring_bytes = 256; /* 8 zones */
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  nest(20);
+  tmk_agent_flush();
+  s = stats_now();
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(recv_zones_named(&sink, "deep"), 8);
+  assert_int_equal(s.drops[TMK_DROP_RING_FULL], 12);
+  assert_int_equal(sink.max_depth, 7);
+}
+
 static void* short_lived(void* arg) {
   int i;
   (void)arg;
@@ -192,6 +274,8 @@ int main(void) {
       AGENT_TEST(wait_mode_loses_nothing),
       AGENT_TEST(drop_mode_counts_exactly),
       AGENT_TEST(drop_mode_concurrent_accounts_for_all),
+      AGENT_TEST(drop_mode_keeps_trees_whole),
+      AGENT_TEST(wait_mode_deep_nesting_does_not_block),
       AGENT_TEST(thread_slots_counted_and_reused),
       AGENT_TEST(ten_threads_on_four_slots),
   };

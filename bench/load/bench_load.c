@@ -1,0 +1,301 @@
+/* bench_load.c — tmk-bench-load: the benchmark that cannot hide drops. Runs the relay library
+ * in-process on loopback (its loop on a thread of its own, HTTP off), runs the agent with the default desc (every field 0) and
+ * the arena docs/AGENT.md recommends for a desktop game (320 MB), and produces N zones (default 10 M) as fast as one thread can, then N in
+ * game-like nested frames (20 zones a frame), and counts what the relay stored. Prints
+ * RESULT delivered_ratio_tight / delivered_ratio_nested (zones in the relay / zones recorded),
+ * zone_ns_loaded (CPU ns per zone of the instrumented thread, relay connected, tight loop;
+ * zone_wall_ns_loaded is the same in wall time, which on a small shared machine mostly says
+ * how often the thread was preempted by the flusher, the relay and everything else),
+ * client_cpu_ns_per_zone (the whole process but the relay's loop thread: game loop, flusher,
+ * sends), relay_cpu_ns_per_zone (the relay loop thread's CPU per stored zone) and idle_zone_ns (desc.on_demand, nothing listening).
+ * Optional argument: zones per mode. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "telemark.h"
+#include "tmk_relay.h"
+
+/* The arena docs/AGENT.md recommends for a desktop game that records in bursts: 16 rings of
+ * 16 MB, each 10 ms of one thread recording flat out. Only the rings that fill are touched. */
+static unsigned char arena[320u << 20];
+static size_t arena_bytes = sizeof arena;
+static volatile uint64_t sink;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double self_cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+         (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* ============================================================================================
+ * The relay, in-process: the library on a thread of its own, read through its query API
+ * ========================================================================================== */
+
+typedef struct relay_thread {
+  tmk_relay* relay;
+  pthread_t th;
+  int port;
+} relay_thread;
+
+static void* relay_main(void* arg) {
+  tmk_relay_run(((relay_thread*)arg)->relay);
+  return NULL;
+}
+
+static double thread_cpu_of(pthread_t th) {
+  clockid_t cid;
+  struct timespec ts;
+  if (pthread_getcpuclockid(th, &cid) != 0 || clock_gettime(cid, &ts) != 0) return 0;
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int relay_start(relay_thread* rt) {
+  tmk_relay_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.listen_host = "127.0.0.1"; /* port 0: any free one; no HTTP server */
+  desc.session_memory = (size_t)1 << 30;
+  desc.log.fn = tmk_relay_log_to_file; /* warnings (a small receive buffer, say) on stderr */
+  desc.log.level = TMK_RELAY_LOG_WARN;
+  if (tmk_relay_create(&desc, &rt->relay) != 0) {
+    fprintf(stderr, "tmk-bench-load: cannot start the relay\n");
+    return -1;
+  }
+  rt->port = tmk_relay_listen_port(rt->relay);
+  if (pthread_create(&rt->th, NULL, relay_main, rt) != 0) {
+    tmk_relay_destroy(rt->relay);
+    return -1;
+  }
+  return 0;
+}
+
+static void relay_end(relay_thread* rt) {
+  tmk_relay_stop(rt->relay);
+  pthread_join(rt->th, NULL);
+  tmk_relay_destroy(rt->relay);
+}
+
+typedef struct sess {
+  int found;
+  uint64_t zones, packets, lost;
+} sess;
+
+static sess get_session(tmk_relay* r, uint64_t sid) {
+  char id[32];
+  tmk_relay_session_info info;
+  sess out;
+  memset(&out, 0, sizeof out);
+  snprintf(id, sizeof id, "%016" PRIx64, sid);
+  if (tmk_relay_session(r, id, &info) != 0) return out;
+  out.found = 1;
+  out.zones = info.stats.zones;
+  out.packets = info.stats.packets;
+  out.lost = info.stats.lost;
+  return out;
+}
+
+/* Waits until the session's counters stop moving (BYE flushes the reorder window at once). */
+static sess settle(tmk_relay* r, uint64_t sid) {
+  sess prev, cur;
+  int stable = 0, tries;
+  memset(&prev, 0, sizeof prev);
+  cur = prev;
+  for (tries = 0; tries < 100 && stable < 3; tries++) {
+    sleep_ms(100);
+    cur = get_session(r, sid);
+    stable = (cur.found && cur.zones == prev.zones && cur.lost == prev.lost) ? stable + 1 : 0;
+    prev = cur;
+  }
+  return cur;
+}
+
+/* ============================================================================================
+ * The instrumented loops
+ * ========================================================================================== */
+
+static void tight(uint64_t n) {
+  uint64_t i;
+  for (i = 0; i < n; i++) {
+    TMK_ZONE("tight", TMK_SEV_INFO, 1);
+    sink += i;
+  }
+}
+
+/* Frame > { Update > { AI, Physics x 6 }, Render > { Draw x 10 } }: 20 zones, 3 deep. */
+static void game_frame(uint64_t f) {
+  int k;
+  TMK_ZONE("Frame", TMK_SEV_INFO, 1);
+  {
+    TMK_ZONE("Update", TMK_SEV_INFO, 1);
+    {
+      TMK_ZONE("AI", TMK_SEV_INFO, 1);
+      sink += f;
+    }
+    for (k = 0; k < 6; k++) {
+      TMK_ZONE("Physics", TMK_SEV_INFO, 1);
+      sink += (uint64_t)k;
+    }
+  }
+  {
+    TMK_ZONE("Render", TMK_SEV_INFO, 1);
+    for (k = 0; k < 10; k++) {
+      TMK_ZONE("Draw", TMK_SEV_INFO, 1);
+      sink += (uint64_t)k;
+    }
+  }
+}
+
+static void nested(uint64_t n) {
+  uint64_t f;
+  for (f = 0; f < n / 20; f++) {
+    game_frame(f);
+    TMK_FRAME();
+  }
+}
+
+typedef struct phase {
+  const char* name;
+  uint64_t recorded;
+  double wall, thread_cpu, client_cpu, relay_cpu;
+  tmk_agent_stats agent;
+  sess relay;
+} phase;
+
+/* One agent session against the relay: init with the default desc, wait for WELCOME, run the
+ * loop, shut down (which flushes and says BYE) and wait for the relay to settle. */
+static int run_phase(relay_thread* rp, phase* ph, void (*loop)(uint64_t), uint64_t n) {
+  tmk_agent_desc d;
+  double c0, r0, t0, u0;
+  int i, rc;
+  memset(&d, 0, sizeof d);
+  d.program = ph->name;
+  d.relay_port = (uint16_t)rp->port;
+  r0 = thread_cpu_of(rp->th);
+  c0 = self_cpu_s();
+  rc = tmk_agent_init(&d, arena, arena_bytes);
+  if (rc < 0) {
+    fprintf(stderr, "tmk-bench-load: agent init: %s\n", tmk_strerror(rc));
+    return -1;
+  }
+  for (i = 0; i < 300; i++) { /* measure with a receiver connected, not the first HELLO's trip */
+    tmk_agent_get_stats(&ph->agent);
+    if (ph->agent.welcomed) break;
+    sleep_ms(10);
+  }
+  u0 = thread_cpu_s();
+  t0 = now_s();
+  loop(n);
+  ph->wall = now_s() - t0;
+  ph->thread_cpu = thread_cpu_s() - u0;
+  ph->recorded = loop == nested ? n / 20 * 20 : n;
+  tmk_agent_get_stats(&ph->agent);
+  tmk_agent_shutdown();
+  ph->relay = settle(rp->relay, ph->agent.session_id);
+  ph->relay_cpu = thread_cpu_of(rp->th) - r0;
+  ph->client_cpu = self_cpu_s() - c0 - ph->relay_cpu; /* the process, less the relay's loop */
+  if (!ph->relay.found) {
+    fprintf(stderr, "tmk-bench-load: the relay shows no session %016llx\n",
+            (unsigned long long)ph->agent.session_id);
+    return -1;
+  }
+  printf("bench-load: %-6s %llu zones in %.3f s (%.3f s on the thread's CPU): %llu stored "
+         "(%.4f), agent dropped %llu (ring full), relay lost %llu of %llu packets; %u thread "
+         "slots x %u-byte rings\n",
+         ph->name, (unsigned long long)ph->recorded, ph->wall, ph->thread_cpu,
+         (unsigned long long)ph->relay.zones,
+         (double)ph->relay.zones / (double)ph->recorded,
+         (unsigned long long)ph->agent.drops[TMK_DROP_RING_FULL],
+         (unsigned long long)ph->relay.lost,
+         (unsigned long long)(ph->relay.packets + ph->relay.lost),
+         (unsigned)ph->agent.max_threads, (unsigned)ph->agent.ring_bytes);
+  return 0;
+}
+
+/* ns per zone with nothing listening: on demand, the agent records nothing until WELCOME. */
+static double idle_zone_ns(uint64_t n) {
+  tmk_agent_desc d;
+  struct sockaddr_in sa;
+  socklen_t sl = sizeof sa;
+  double t0, t;
+  int fd = socket(AF_INET, SOCK_DGRAM, 0), rc;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  /* a port nobody listens on: bind one, note it, close it */
+  if (fd < 0 || bind(fd, (struct sockaddr*)&sa, sizeof sa) != 0 ||
+      getsockname(fd, (struct sockaddr*)&sa, &sl) != 0)
+    return -1;
+  close(fd);
+  memset(&d, 0, sizeof d);
+  d.program = "idle";
+  d.on_demand = 1;
+  d.relay_port = ntohs(sa.sin_port);
+  rc = tmk_agent_init(&d, arena, arena_bytes);
+  if (rc < 0) {
+    fprintf(stderr, "tmk-bench-load: agent init: %s\n", tmk_strerror(rc));
+    return -1;
+  }
+  tight(n / 10); /* warm */
+  t0 = thread_cpu_s();
+  tight(n);
+  t = thread_cpu_s() - t0;
+  tmk_agent_shutdown();
+  return t * 1e9 / (double)n;
+}
+
+int main(int argc, char** argv) {
+  uint64_t n = 10000000;
+  relay_thread rp;
+  phase pt, pn;
+  double idle, stored;
+  int rc = 0;
+  if (argc > 1) n = strtoull(argv[1], NULL, 10);
+  if (n < 20) n = 20;
+  if (relay_start(&rp) != 0) return 1;
+  memset(&pt, 0, sizeof pt);
+  memset(&pn, 0, sizeof pn);
+  pt.name = "tight";
+  pn.name = "nested";
+  if (run_phase(&rp, &pt, tight, n) != 0 || run_phase(&rp, &pn, nested, n) != 0) rc = 1;
+  relay_end(&rp);
+  if (rc) return rc;
+  idle = idle_zone_ns(n);
+  stored = (double)(pt.relay.zones + pn.relay.zones);
+  printf("RESULT delivered_ratio_tight=%.4f\n", (double)pt.relay.zones / (double)pt.recorded);
+  printf("RESULT delivered_ratio_nested=%.4f\n", (double)pn.relay.zones / (double)pn.recorded);
+  printf("RESULT zone_ns_loaded=%.2f\n", pt.thread_cpu * 1e9 / (double)pt.recorded);
+  printf("RESULT zone_wall_ns_loaded=%.2f\n", pt.wall * 1e9 / (double)pt.recorded);
+  printf("RESULT client_cpu_ns_per_zone=%.2f\n",
+         (pt.client_cpu + pn.client_cpu) * 1e9 / (double)(pt.recorded + pn.recorded));
+  printf("RESULT relay_cpu_ns_per_zone=%.2f\n",
+         stored > 0 ? (pt.relay_cpu + pn.relay_cpu) * 1e9 / stored : 0.0);
+  printf("RESULT idle_zone_ns=%.2f\n", idle);
+  return stored > 0 && idle >= 0 ? 0 : 1;
+}
