@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "relay_analysis.h"
 #include "relay_api.h"
 #include "relay_internal.h"
 
@@ -665,6 +666,28 @@ static int h_history(struct mg_connection* conn, tmk_relay* r, const char* name)
   return reply(conn, 200, &j);
 }
 
+/* …/stats and …/occurrences: relay_analysis.c parses the query and writes the body. */
+static int h_analysis(struct mg_connection* conn, tmk_relay* r, const char* id,
+                      int (*fn)(tmk_relay*, const char*, const char*, tmk__json*)) {
+  tmk__json j;
+  tmk__json_init(&j);
+  int status = fn(r, id, mg_get_request_info(conn)->query_string, &j);
+  return reply(conn, status, &j);
+}
+
+/* Level-of-detail summaries: computed by relay_lod.c. */
+static int h_lod(struct mg_connection* conn, tmk_relay* r, const char* id) {
+  char err[256];
+  int code = 0;
+  tmk__json j;
+  tmk__json_init(&j);
+  int status = tmk__lod_request(r, id, mg_get_request_info(conn)->query_string, &j, err,
+                                sizeof err, &code);
+  if (status == 200) return reply(conn, 200, &j);
+  tmk__json_free(&j);
+  return tmk__http_send_error(conn, status, code, err);
+}
+
 /* /api/...: routes by method and path. */
 static int api_handler(struct mg_connection* conn, void* cbdata) {
   tmk_relay* r = cbdata;
@@ -706,7 +729,8 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
       const char* path;
       int post;
     } routes[] = {{"", 0},       {"zones", 0},        {"events", 0},       {"sites", 0},
-                  {"control", 1}, {"record/start", 1}, {"record/stop", 1}};
+                  {"control", 1}, {"record/start", 1}, {"record/stop", 1},
+                  {"stats", 0},   {"occurrences", 0}, {"lod", 0}};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
       if (strcmp(sub, routes[i].path) != 0) continue;
       if (routes[i].post ? !post : !get)
@@ -718,7 +742,10 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
         case 3: return h_sites(conn, r, id);
         case 4: return h_control(conn, r, id);
         case 5: return h_record(conn, r, id, 1);
-        default: return h_record(conn, r, id, 0);
+        case 6: return h_record(conn, r, id, 0);
+        case 7: return h_analysis(conn, r, id, tmk__analysis_stats_json);
+        case 8: return h_analysis(conn, r, id, tmk__analysis_occurrences_json);
+        default: return h_lod(conn, r, id);
       }
     }
   }
@@ -749,8 +776,12 @@ int tmk__http_start(tmk_relay* r) {
     snprintf(ports, sizeof ports, "[%s]:%d", r->cfg.http_host, r->cfg.http_port);
   else
     snprintf(ports, sizeof ports, "%s:%d", r->cfg.http_host, r->cfg.http_port);
+  /* keep-alive: civetweb closes an idle connection after 500 ms by default, while clients keep
+   * one for seconds (Node's fetch 4 s) and lose a request sent as it closes; 5 s lets such a
+   * client close first. An idle connection holds a worker thread that long. */
   const char* options[] = {"listening_ports", ports, "num_threads", "64", "request_timeout_ms",
-                           "10000", "enable_keep_alive", "yes", NULL};
+                           "10000", "enable_keep_alive", "yes", "keep_alive_timeout_ms", "5000",
+                           NULL};
   struct mg_callbacks cb;
   memset(&cb, 0, sizeof cb);
   cb.log_message = log_message;

@@ -128,6 +128,20 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
 void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info);
 int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_zone_fn fn,
                      void* ud);
+/* The time range the store still holds (after evictions, later than the session's first time).
+ * Returns 1 and sets both, or 0 when it holds nothing. */
+int tmk__store_range(const tmk__store* st, uint64_t* first_ns, uint64_t* last_ns);
+/* Position of a resumable zone scan: thread index and the serial of the last chunk visited. */
+typedef struct tmk__zone_cursor {
+  uint32_t thread;
+  uint64_t serial;
+} tmk__zone_cursor;
+/* Visits the zones overlapping [q->t0_ns, q->t1_ns] on q->thread (or all), at most max_chunks
+ * chunks per call, resuming at *cur (zero it to start). Chunks evicted between calls are skipped.
+ * Returns 1 when the scan is complete, 0 when it stopped after max_chunks (call again, with the
+ * lock released in between if you like), -1 when fn returned non-zero. */
+int tmk__store_zone_scan(const tmk__store* st, tmk__zone_cursor* cur, const tmk_relay_query* q,
+                         uint32_t max_chunks, tmk_relay_zone_fn fn, void* ud);
 int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
                       tmk_relay_event_fn fn, void* ud);
 int tmk__store_sites(const tmk__store* st, tmk_relay_site_fn fn, void* ud);

@@ -128,6 +128,7 @@ struct tmk_relay {
   /* counters [loop] */
   _Atomic uint64_t garbage;           /* datagrams/frames that were not telemark packets */
   _Atomic uint64_t rejected_sessions; /* new sessions refused (max sessions / per source) */
+  atomic_int lod_running;             /* relay_lod.c: level-of-detail requests computing now */
   uint64_t records_at_last_stats;
   uint64_t lost_at_last_stats, packets_at_last_stats, garbage_at_last_stats;
   uint64_t last_stats_ms;
@@ -136,6 +137,7 @@ struct tmk_relay {
   struct mg_context* http;
   int http_port_bound;
   char http_start_error[256];   /* civetweb's first message while starting */
+  atomic_int analyses;          /* …/stats and …/occurrences running now (relay_analysis.c) */
   tmk__ch* ch;                  /* --clickhouse history sink, NULL without */
 };
 
@@ -191,5 +193,12 @@ void tmk__control_drain(tmk_relay* r);
 /* Starts civetweb on cfg.http_*; returns 0 or TMK_ESOCKET (message logged). */
 int tmk__http_start(tmk_relay* r);
 void tmk__http_stop(tmk_relay* r);
+
+/* ---- relay_lod.c -------------------------------------------------------------------------- */
+/* GET /api/sessions/{id}/lod with query string qs (may be NULL): fills j with the answer and
+ * returns 200, or returns the HTTP status of an error with its sentence in err and its TMK_E*
+ * code in *code. Any thread; holds the session's lock only per slice of its store. */
+int tmk__lod_request(tmk_relay* r, const char* id, const char* qs, tmk__json* j, char* err,
+                     size_t ecap, int* code);
 
 #endif /* TMK_RELAY_INTERNAL_H */

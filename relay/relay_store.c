@@ -53,6 +53,7 @@ struct chunk {
   chunk* snext;  /* next in its series */
   series* owner;
   uint64_t base; /* ticks */
+  uint64_t serial; /* allocation number: resumable scans (tmk__store_zone_scan) */
   uint64_t tmin, tmax;
   uint32_t count, used, cap;
   uint32_t kind;
@@ -103,6 +104,7 @@ struct tmk__store {
   uint64_t tmin, tmax;
   int have_time;
   uint64_t clock_ticks, clock_unix_ns;
+  uint64_t chunk_serial;  /* serial of the last chunk allocated */
   tmk__store_tap tap;     /* history sink (fn 0: none) */
   tmk_proto_record* recs; /* one decoded packet, before it is stored */
   size_t recs_cap;
@@ -330,6 +332,7 @@ static chunk* new_chunk(tmk__store* st, series* s, uint32_t kind, uint32_t cap, 
   c->kind = kind;
   c->cap = cap;
   c->base = base;
+  c->serial = ++st->chunk_serial;
   c->tmin = UINT64_MAX;
   c->tmax = 0;
   if (s->tail) s->tail->snext = c;
@@ -821,6 +824,54 @@ int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_z
     }
   }
   return (int)n;
+}
+
+int tmk__store_range(const tmk__store* st, uint64_t* first_ns, uint64_t* last_ns) {
+  if (!st->have_time) return 0;
+  uint64_t lo = UINT64_MAX;
+  for (uint32_t ti = 0; ti < st->nthreads; ti++) {
+    const thread* t = &st->threads[ti];
+    /* the head of a series is its oldest chunk; a few later ones may start earlier */
+    const chunk* c = t->zones.head;
+    for (int k = 0; c && k < 4; c = c->snext, k++)
+      if (c->count && c->tmin < lo) lo = c->tmin;
+    c = t->events.head;
+    for (int k = 0; c && k < 4; c = c->snext, k++)
+      if (c->count && c->tmin < lo) lo = c->tmin;
+  }
+  if (lo == UINT64_MAX) return 0;
+  *first_ns = to_ns(st, lo < st->tmin ? st->tmin : lo);
+  *last_ns = to_ns(st, st->tmax);
+  return 1;
+}
+
+int tmk__store_zone_scan(const tmk__store* st, tmk__zone_cursor* cur, const tmk_relay_query* q,
+                         uint32_t max_chunks, tmk_relay_zone_fn fn, void* ud) {
+  uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;
+  uint64_t k0 = to_ticks_approx(st, q->t0_ns, 0), k1 = to_ticks_approx(st, t1, 1);
+  uint32_t visited = 0;
+  for (; cur->thread < st->nthreads; cur->thread++, cur->serial = 0) {
+    const thread* t = &st->threads[cur->thread];
+    if (q->thread >= 0 && (uint64_t)q->thread != t->id) continue;
+    const chunk* c = t->zones.head;
+    while (c && c->serial <= cur->serial) c = c->snext; /* evicted chunks are simply gone */
+    for (; c; c = c->snext) {
+      if (visited == max_chunks) return 0;
+      visited++;
+      cur->serial = c->serial;
+      if (c->tmax < k0 || c->tmin > k1) continue;
+      const zrec* z = (const zrec*)(const void*)c->data;
+      for (uint32_t i = 0; i < c->count; i++) {
+        uint64_t start = c->base + (uint64_t)(int64_t)z[i].start_off;
+        uint64_t dur = (uint64_t)z[i].dur_lo | ((uint64_t)z[i].dur_hi << 32);
+        uint64_t s_ns = to_ns(st, start), e_ns = to_ns(st, start + dur);
+        if (e_ns < q->t0_ns || s_ns > t1) continue;
+        tmk_relay_zone out = {s_ns, e_ns - s_ns, t->id, z[i].site, z[i].depth, z[i].flags};
+        if (fn(ud, &out)) return -1;
+      }
+    }
+  }
+  return 1;
 }
 
 int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,

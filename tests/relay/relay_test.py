@@ -798,6 +798,71 @@ def case_qemu_ppc():
         eq(r.stop(), 0, "exit code")
 
 
+def case_analysis():
+    """GET …/stats and …/occurrences (docs/API.md "Analysis"): exact against …/zones, also when
+    one thread holds more zones than one locked slice (65,536); hostile parameters; many at once."""
+    r = Relay()
+    try:
+        sid = "00000000000a7a10"
+        out = synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 1800,
+                    "--zones", 40, "--threads", 1, "--rate", 0)
+        n = sent(out)["zones"]
+        r.wait_zones(sid, n, timeout=30)
+        zones = zones_of(r, sid)["zones"]
+        ref = {}
+        for start, dur, thread, site, depth, flags in zones:
+            a = ref.setdefault(site, [0, 0, 0])
+            a[0] += 1
+            a[1] += dur
+            a[2] = max(a[2], dur)
+        st = r.get(f"/api/sessions/{sid}/stats?limit=10000")
+        eq(st["zones"], len(zones), "stats covers every zone once (sliced reads)")
+        check(len(zones) > 65536, f"more zones than one slice ({len(zones)})")
+        eq(st["complete"], True, "complete")
+        eq({s["site"]: [s["count"], s["total_ns"], s["max_ns"]] for s in st["sites"]}, ref,
+           "per-site count/total/max")
+        for s in st["sites"]:
+            check(0 <= s["self_ns"] <= s["total_ns"], f"self within total: {s}")
+            check(s["min_ns"] <= s["median_ns"] <= s["p95_ns"] <= s["max_ns"], f"order: {s}")
+        parent = [s for s in st["sites"] if s["site"] == 1][0]
+        kids = sum(s["total_ns"] for s in st["sites"] if s["site"] != 1)
+        eq(parent["self_ns"], parent["total_ns"] - kids, "self = total - children")
+        oc = r.get(f"/api/sessions/{sid}/occurrences?site=2&limit=5&bins=10")
+        eq(oc["total"], ref[2][0], "occurrences total")
+        eq(sum(oc["histogram"]["counts"]), ref[2][0], "histogram holds all")
+        eq(oc["occurrences"][0][1], ref[2][2], "slowest first")
+        big = "9" * 400
+        cases = [
+            f"stats?t0={big}", "stats?t0=1&t1=0x", "stats?level=-1", "stats?level=6",
+            "stats?mask=4294967296", "stats?threads=", "stats?threads=1,,2,x",
+            "stats?threads=" + ",".join(["4294967296"]), "stats?name=" + "a" * 129,
+            "stats?limit=10001", "stats?limit=abc", "occurrences?site=4294967296",
+            "occurrences?site=1&bins=0", "occurrences?site=1&limit=100001",
+            "occurrences?site=1&sort=" + "x" * 100, "stats?t0=" + "%00" * 50,
+        ]
+        for q in cases:
+            code, js = r.api("GET", f"/api/sessions/{sid}/{q}")
+            eq(code, 400, f"{q[:60]} status ({str(js)[:200]})")
+            check(js.get("error") and js.get("code"), f"{q[:60]}: error body {js}")
+        code, js = r.api("GET", "/api/sessions/ffffffffffffffff/stats")
+        eq(code, 404, "unknown session")
+        code, js = r.api("GET", "/api/sessions/ffffffffffffffff/occurrences?site=1")
+        eq(code, 404, "unknown session")
+        # many at once: each answered correctly or told to retry (503), the relay unharmed
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            res = list(ex.map(lambda _: r.api("GET", f"/api/sessions/{sid}/stats?limit=3"),
+                              range(32)))
+        for code, js in res:
+            check(code in (200, 503), f"concurrent stats: {code} {js}")
+            if code == 200:
+                eq(js["zones"], len(zones), "concurrent answer")
+        check(any(c == 200 for c, _ in res), "some concurrent request answered")
+        eq(r.session(sid)["stats"]["zones"], n, "store unchanged")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def main():
     global BIN, TMP, QEMU, PPC_SYNTH, DEMO, SENDTEST, BIG_ENDIAN
     ap = argparse.ArgumentParser()

@@ -172,7 +172,7 @@ test('a lower severity level reduces what arrives', async () => {
 test('clicking a frame in the frame-time graph jumps the flame chart to it', async () => {
   await settled();
   await sleep(500); // the graph is (re)built on the next UI refresh
-  const over = await page.waitForSelector('#frames .u-over', { timeout: 10000 });
+  const over = await page.waitForSelector('#frames canvas', { timeout: 10000 });
   const box = await over.boundingBox();
   await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2);
   await page.mouse.click(box.x + box.width * 0.6, box.y + box.height / 2);

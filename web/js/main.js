@@ -4,7 +4,12 @@
 
 import { SessionData, toChromeTrace, SEVERITIES } from './store.js';
 import { Stream, decodeMessage, MSG } from './stream.js';
-import { FlameChart, fmtNs } from './flame.js';
+import { FlameChart, fmtNs, fmtAbs } from './flame.js';
+import { installAnalysis } from './analysis.js';
+import { hoverValues } from './plothover.js';
+import { LodCache } from './lod.js';
+import { installKeys } from './keys.js';
+import { Notices } from './notices.js';
 import { HistoryView } from './history.js';
 
 const $ = (id) => document.getElementById(id);
@@ -49,10 +54,44 @@ const app = {
   zoneArrivals: [],    // for the latency bench: [{extra, receivedAt}]
 };
 
-const flame = new FlameChart($('flame'), $('tip'), {
-  onSelect: (site, st) => showStats(site, st),
-  onLiveChange: (on) => { $('live').textContent = on ? 'Pause' : 'Resume live'; },
+// What the relay stores beyond the live stream, fetched as the view moves (lod.js).
+const lod = new LodCache({
+  url: (id, q) => withToken(`/api/sessions/${encodeURIComponent(id)}/lod?${q}`),
+  onChange: () => { flame.needs = true; },
 });
+const isRecording = () => !!(app.info && app.info.recorded);
+const flame = new FlameChart($('flame'), $('tip'), {
+  lod,
+  onSelect: (site, st) => showStats(site, st),
+  onLiveChange: () => setLiveButton(),
+  canLive: () => !isRecording(),
+  onMeasure: (m) => { $('measure').textContent = m ? `measured ${fmtNs(m.dur)}` : ''; },
+  onLayout: (content, scrollY, H) => syncScrollbar(content, scrollY, H),
+});
+flame.range = () => (lod.last > lod.first ? [lod.first, lod.last] : null);
+flame.threadFilter = (t) => !app.threadsOff.has(t);
+const notices = new Notices($('notices'), withToken);
+installKeys((k) => flame.action(k), $('keyhelp'));
+$('helpbtn').addEventListener('click', () => { $('keyhelp').hidden = !$('keyhelp').hidden; });
+
+// The lanes' scrollbar: a native one beside the canvas, kept in step with flame.scrollY.
+const vscroll = $('vscroll');
+let scrollSync = false;
+function syncScrollbar(content, scrollY, H) {
+  vscroll.firstElementChild.style.height = Math.ceil(content) + 'px';
+  vscroll.hidden = content <= H;
+  if (Math.abs(vscroll.scrollTop - scrollY) > 1) { scrollSync = true; vscroll.scrollTop = scrollY; }
+}
+vscroll.addEventListener('scroll', () => {
+  if (scrollSync) { scrollSync = false; return; }
+  flame.scrollTo(vscroll.scrollTop);
+});
+function setLiveButton() {
+  const b = $('live');
+  if (isRecording()) { b.textContent = 'Recording'; b.disabled = true; b.title = 'an opened recording has no live edge'; return; }
+  b.disabled = false; b.title = '';
+  b.textContent = flame.live ? 'Pause' : 'Resume live';
+}
 
 // ---- stream --------------------------------------------------------------------------------
 const wsUrl = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + withToken('/api/stream');
@@ -72,7 +111,10 @@ const stream = new Stream(wsUrl, {
       sum = decodeMessage(buf, (sid, type, origin) => {
         if (!current) return new SessionData(sid);
         if (type === MSG.RESET) {
-          if (sid === app.current) { newSessionData(sid); app.sd.origin = origin; }
+          if (sid === app.current) {
+            newSessionData(sid); app.sd.origin = origin; app.sd.originKnown = true; flame.origin = origin;
+            lod.reset(sid); lod.setInfo(app.info, origin);
+          }
           return app.sd;
         }
         return sid === app.current && app.sd ? app.sd : new SessionData(sid); // stale: decoded into a throwaway
@@ -88,9 +130,10 @@ const stream = new Stream(wsUrl, {
     if (sum.historyDone) app.historyDone = true;
     if (sum.gap) {
       app.lastGap = sum.gap;
-      showNotice(`Slow connection: the relay coalesced ${sum.gap.zones} zones and ${sum.gap.other} events between ${fmtNs(sum.gap.from)} and ${fmtNs(sum.gap.to)} (shown in red; only long zones were sent).`);
+      notices.fromGap(sum.gap, (t) => fmtAbs(t + app.sd.origin, 1e6));
     }
-    if (sum.ended) showNotice('Session ended.');
+    if (sum.historyDone && isRecording() && !app.fitted) { app.fitted = true; flame.setLive(false); flame.fitAll(); }
+    if (sum.ended && !isRecording()) showNotice('Session ended.');
     dirty = true;
   },
 });
@@ -100,7 +143,10 @@ function newSessionData(sid) {
   app.received = { zones: 0, messages: 0, frames: 0, plots: 0, bySeverity: [0, 0, 0, 0, 0, 0], batches: 0 };
   app.historyDone = false;
   app.lastGap = null;
+  app.fitted = false;
   flame.setSession(app.sd);
+  if (isRecording()) flame.live = false;
+  lod.reset(sid);
   const addMessage = app.sd.addMessage.bind(app.sd);
   app.sd.addMessage = (m) => { app.received.bySeverity[m.severity]++; addMessage(m); };
   resetGraphs();
@@ -113,6 +159,7 @@ function subscribe() {
   const sub = { session: app.current, level: app.level, mask: app.mask >>> 0, window: 8 << 20, seq: app.subscription };
   if (app.threadsOff.size) sub.threads = [...app.threadsKnown.keys()].filter((t) => !app.threadsOff.has(t));
   stream.subscribe(sub);
+  lod.setFilter(app.level, app.mask >>> 0);
 }
 
 function selectSession(id) {
@@ -123,7 +170,11 @@ function selectSession(id) {
   app.threadsOff = new Set();
   app.mask = 0xffffffff;
   $('session').value = id;
+  notices.reset();
+  app.info = app.sessions.find((x) => x.id === id) || null;
   newSessionData(id);
+  if (isRecording()) flame.setLive(false);
+  setLiveButton();
   renderTeams();
   renderThreads();
   subscribe();
@@ -132,9 +183,11 @@ function selectSession(id) {
 
 // ---- session list, counters ----------------------------------------------------------------
 function setConn() {
-  const c = $('conn');
-  c.textContent = app.connected ? 'live stream connected' : 'disconnected';
-  c.className = 'badge ' + (app.connected ? 'ok' : 'bad');
+  const c = $('conn'), s = app.info;
+  if (!app.connected) { c.textContent = 'disconnected'; c.className = 'badge bad'; return; }
+  if (s && s.recorded) { c.textContent = 'recording'; c.className = 'badge rec'; c.title = 'an opened recording: not live'; return; }
+  if (s && !s.live) { c.textContent = 'session ended'; c.className = 'badge'; c.title = ''; return; }
+  c.textContent = 'live'; c.className = 'badge ok'; c.title = 'live stream connected';
 }
 function showNotice(text) { const n = $('notice'); n.textContent = text; n.hidden = false; clearTimeout(showNotice.t); showNotice.t = setTimeout(() => { n.hidden = true; }, 8000); }
 
@@ -177,15 +230,26 @@ async function refreshRecordings() {
 function refreshInfo() {
   const s = app.sessions.find((x) => x.id === app.current);
   app.info = s || null;
+  // an opened recording has no live edge: shown whole, in its own time, once loaded
+  if (s && s.recorded) {
+    if (flame.live) flame.setLive(false);
+    if (!app.fitted && app.historyDone) { app.fitted = true; flame.fitAll(); }
+  }
+  setConn();
+  setLiveButton();
+  if (s && lod.session === s.id && app.sd && app.sd.originKnown) lod.setInfo(s, app.sd.origin);
+  notices.fromSession(s, app.relay);
   if (!s) { $('facts').textContent = ''; $('counters').innerHTML = ''; return; }
   $('facts').textContent = [s.program, s.build ? 'build ' + s.build : '', s.label, s.platform, s.arch, s.big_endian ? 'big-endian' : 'little-endian',
     s.pointer_size ? s.pointer_size * 8 + '-bit' : '', s.transport, s.source].filter(Boolean).join(' · ');
   const st = s.stats || {};
   const rows = [['records', st.records], ['zones', st.zones], ['packets', st.packets], ['lost', st.lost, 1],
     ['duplicated', st.duplicated], ['reordered', st.reordered], ['malformed', st.malformed, 1],
-    ['dropped by agent', st.dropped_by_agent, 1], ['evicted', st.evicted, 1],
+    ['dropped by agent', st.dropped_by_agent, 'dropped'], ['evicted', st.evicted, 'evicted'],
     ['memory', st.mem_bytes !== undefined ? (st.mem_bytes / 1048576).toFixed(1) + ' MiB' : '']];
-  $('counters').innerHTML = rows.map(([k, v, bad]) => `<span>${k}</span><span class="${bad && v ? 'bad' : ''}">${v === undefined ? '–' : v}</span>`).join('');
+  // counters that need attention are amber, with a link to what they mean and what to change
+  const help = (h) => (typeof h === 'string' ? ` <a class="q" href="${withToken('help.html')}#${h}" target="_blank" rel="noopener" title="what this means">?</a>` : '');
+  $('counters').innerHTML = rows.map(([k, v, bad]) => `<span>${k}</span><span class="${bad && v ? 'warn' : ''}">${v === undefined ? '–' : v}${bad && v ? help(bad) : ''}</span>`).join('');
   const rec = $('record');
   rec.textContent = s.recording ? 'Stop recording' : 'Record';
   rec.classList.toggle('on', !!s.recording);
@@ -285,9 +349,8 @@ function showStats(site, st) {
 }
 
 // ---- graphs (uPlot) ------------------------------------------------------------------------
-let frameGraph = null, plotGraphs = new Map();
+let plotGraphs = new Map();
 function resetGraphs() {
-  if (frameGraph) { frameGraph.destroy(); frameGraph = null; }
   for (const g of plotGraphs.values()) g.destroy();
   plotGraphs = new Map();
   $('plots').innerHTML = '';
@@ -305,27 +368,6 @@ function axisStyle() { return { stroke: '#9aa0a6', grid: { stroke: '#2b2f37' }, 
 function updateGraphs() {
   const sd = app.sd;
   if (!sd || typeof uPlot === 'undefined') return;
-  const fd = sd.frameDurations();
-  const from = Math.max(0, fd.t.length - GRAPH_POINTS);
-  const xs = Array.from(fd.t.subarray(from), (v) => v / 1e9), ys = Array.from(fd.d.subarray(from), (v) => v / 1e6);
-  const el = $('frames');
-  if (!frameGraph && xs.length) {
-    frameGraph = new uPlot({
-      width: el.clientWidth, height: 130, scales: { x: { time: false } },
-      legend: { show: false }, cursor: { drag: { x: false, y: false } },
-      series: [{}, { label: 'frame ms', stroke: '#8ab4f8', fill: 'rgba(138,180,248,0.15)', width: 1 }],
-      axes: [Object.assign({ values: (u, v) => v.map((x) => x.toFixed(1) + 's') }, axisStyle()), Object.assign({ size: 40 }, axisStyle())],
-    }, [xs, ys], el);
-    frameGraph.over.addEventListener('click', () => {
-      const i = frameGraph.cursor.idx, ns = frameGraph.ns;
-      if (i == null || !ns || i >= ns.t.length) return;
-      flame.setRange(ns.t[i], ns.t[i] + ns.d[i], true); // exact ns, not the graph's seconds
-    });
-  } else if (frameGraph) {
-    if (frameGraph.width !== el.clientWidth) frameGraph.setSize({ width: el.clientWidth, height: 130 });
-    frameGraph.setData([xs, ys]);
-  }
-  if (frameGraph) frameGraph.ns = { t: fd.t.subarray(from), d: fd.d.subarray(from) };
   for (const [site, p] of sd.plots) {
     const n = p.t.length, f = Math.max(0, n - GRAPH_POINTS);
     const data = [p.t.slice(f).map((v) => v / 1e9), p.v.slice(f)];
@@ -336,9 +378,9 @@ function updateGraphs() {
       $('plots').appendChild(div);
       g = new uPlot({
         width: 330, height: 110, scales: { x: { time: false } }, title: s ? s.name : 'plot ' + site,
-        legend: { show: false },
+        legend: { show: false }, plugins: [hoverValues((x) => x.toFixed(3) + ' s', compact)],
         series: [{}, { label: s ? s.name : 'value', stroke: '#f6ae2d', width: 1 }],
-        axes: [Object.assign({ values: (u, v) => v.map((x) => x.toFixed(1) + 's') }, axisStyle()), Object.assign({ size: 50, values: (u, v) => v.map(compact) }, axisStyle())],
+        axes: [Object.assign({ values: (u, v) => v.map((x) => x.toFixed(1) + 's') }, axisStyle()), Object.assign({ size: 62, values: (u, v) => v.map(compact) }, axisStyle())],
       }, data, div);
       plotGraphs.set(site, g);
     } else g.setData(data);
@@ -359,7 +401,7 @@ function renderMessages() {
   }
   for (const m of sd.messages) if (m.severity <= max) shown++;
   const esc = (v) => String(v).replace(/[&<>]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;' }[c]));
-  $('messages').innerHTML = out.map((m) => `<div class="s${m.severity}">${fmtNs(m.t).padStart(10)} [${SEVERITIES[m.severity] || m.severity}] t${m.thread} ${esc(m.text)}</div>`).join('');
+  $('messages').innerHTML = out.map((m) => `<div class="s${m.severity}" data-t="${m.t}">${fmtAbs(m.t + sd.origin, 1e3)} [${SEVERITIES[m.severity] || m.severity}] t${m.thread} ${esc(m.text)}</div>`).join('');
   $('msgcount').textContent = `${shown} of ${sd.messages.length}`;
 }
 
@@ -374,7 +416,11 @@ setInterval(() => {
   const sd = app.sd;
   if (sd) $('zcount').textContent = `${sd.zoneCount.toLocaleString()} zones loaded · ${flame.drawn} rects`;
 }, 250);
-setInterval(() => { $('range').textContent = `${fmtNs(flame.t0)} … ${fmtNs(flame.t1)} (${fmtNs(flame.t1 - flame.t0)})`; }, 200);
+setInterval(() => {
+  const o = flame.origin, span = flame.t1 - flame.t0, step = Math.max(1, Math.pow(10, Math.floor(Math.log10(span / 1000))));
+  $('range').textContent = `${fmtAbs(flame.t0 + o, step)} … ${fmtAbs(flame.t1 + o, step)} (${fmtNs(span)})`;
+}, 200);
+(async () => { try { app.relay = await api('GET', '/api/relay'); } catch (e) { app.relay = null; } })();
 setInterval(refreshSessions, 1000);
 setInterval(refreshRecordings, 3000);
 refreshSessions();
@@ -390,9 +436,19 @@ $('historyToggle').addEventListener('click', () => {
   if (show) historyView.open();
 });
 
+// ---- analysis: statistics, find zone, compare, frame graph, message ticks (analysis.js) ------
+const analysis = installAnalysis({
+  api, flame, tip: $('tip'),
+  session: () => app.current, sd: () => app.sd, historyDone: () => app.historyDone, sessions: () => app.sessions,
+  filters: () => ({ level: app.level, mask: app.mask >>> 0,
+    threads: app.threadsOff.size ? [...app.threadsKnown.keys()].filter((t) => !app.threadsOff.has(t)) : null }),
+  threadName: (t) => app.threadsKnown.get(t) || `thread ${t}`,
+  msgLevel: () => +$('msgsev').value,
+}, { panel: $('analysis'), frames: $('frames'), ticks: $('msgticks'), messages: $('messages') });
+
 // ---- test/bench hooks ----------------------------------------------------------------------
 window.telemark = {
-  app, flame, stream, SessionData, historyView,
+  app, flame, stream, SessionData, analysis, plotGraphs: () => plotGraphs, lod, notices, historyView,
   get sd() { return app.sd; },
   selectSession, subscribe,
   setLevel(l) { $('severity').value = String(l); $('severity').dispatchEvent(new Event('change')); },

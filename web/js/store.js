@@ -15,7 +15,9 @@ function grow(arr, need) {
 // below 2^shift ns) whose gaps are below 2^shift ns into one run. Big zones stay single. In a window
 // of W ns a level holds at most about 2·W/2^shift entries, so drawing at a zoom of ~2^shift ns per
 // pixel touches O(pixels) entries however many zones are loaded. Entries store raw indexes only.
-export const LOD_SHIFTS = [10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32];
+// Levels start at 16 µs: finer views draw raw zones, which are few there, and each level costs up
+// to ~17 bytes a zone, so fewer levels keep the page's memory bound.
+export const LOD_SHIFTS = [14, 16, 18, 20, 22, 24, 26, 28, 30, 32];
 
 class LodLevel {
   constructor(shift) {
@@ -116,6 +118,34 @@ export class Lane {
     this.sortedUpTo = this.n;
     return removed;
   }
+  // Forgets the first k zones (the oldest): arrays shift down, LOD entries are renumbered.
+  dropFirst(k) {
+    const n = this.n;
+    if (k <= 0) return 0;
+    if (k > n) k = n;
+    this.start.copyWithin(0, k, n); this.dur.copyWithin(0, k, n); this.site.copyWithin(0, k, n);
+    if (this.extra) {
+      const ex = new Map();
+      for (const [i, v] of this.extra) if (i >= k) ex.set(i - k, v);
+      this.extra = ex.size ? ex : null;
+    }
+    for (const l of this.levels) {
+      let e = 0;
+      while (e < l.n && l.last[e] < k) e++;
+      l.first.copyWithin(0, e, l.n); l.last.copyWithin(0, e, l.n); l.end.copyWithin(0, e, l.n); l.merged.copyWithin(0, e, l.n);
+      l.n -= e;
+      for (let i = 0; i < l.n; i++) { l.first[i] = Math.max(l.first[i], k) - k; l.last[i] -= k; }
+    }
+    this.n = n - k;
+    this.sortedUpTo = Math.max(0, this.sortedUpTo - k);
+    return k;
+  }
+  // First index whose start is at or after t.
+  firstStartingAt(t) {
+    let lo = 0, hi = this.n;
+    while (lo < hi) { const m = (lo + hi) >>> 1; if (this.start[m] < t) lo = m + 1; else hi = m; }
+    return lo;
+  }
   // First raw index whose end is after t.
   firstEndingAfter(t) {
     let lo = 0, hi = this.n;
@@ -162,6 +192,57 @@ export class SessionData {
     this.version = 0;         // bumped on every change, so views know when to redraw
     this.ended = false;
     this.markerText = new Map(); // "thread:site:start" or "thread:site:end@t" -> payload
+    // Bounded memory (README, "Dashboard"): past maxZones the oldest zones are forgotten down to
+    // 70 % of it; coverFrom is then where the zones held start (older ones come from lod.js).
+    this.maxZones = SessionData.maxZones;
+    this.maxPlotPoints = 100000;
+    this.maxFrames = 500000;
+    this.maxMarkers = 50000;
+    this.trimmed = 0;         // zones forgotten so far
+    this.coverFrom = -Infinity;
+  }
+  // Start of the range the zones held cover completely (Infinity before any zone arrived).
+  liveFrom() { return this.trimmed ? this.coverFrom : this.minTime; }
+  // The parts of [t0, t1] the zones held do not cover in full: before liveFrom(), and the ranges
+  // of a slow connection's GAPs (only long zones arrived there). Sorted, disjoint [a, b] pairs.
+  uncovered(t0, t1) {
+    const out = [];
+    const lf = this.liveFrom();
+    let a = t0;
+    if (lf > t0) { const b = Math.min(t1, lf); out.push([t0, b]); a = b; }
+    if (this.gaps.length) {
+      const gs = this.gaps.filter((g) => g.to > a && g.from < t1).map((g) => [Math.max(a, g.from), Math.min(t1, g.to)]).sort((x, y) => x[0] - y[0]);
+      for (const g of gs) {
+        const last = out[out.length - 1];
+        if (last && g[0] <= last[1]) { if (g[1] > last[1]) last[1] = g[1]; } else out.push(g);
+      }
+    }
+    return out;
+  }
+  trim() {
+    if (this.zoneCount > this.maxZones) {
+      const lo = this.trimmed ? this.coverFrom : this.minTime;
+      const keep = 0.7 * this.maxZones / this.zoneCount;
+      const cut = this.maxTime - (this.maxTime - lo) * keep;
+      for (const th of this.threads.values()) for (const l of th.lanes) {
+        const k = l.firstStartingAt(cut);
+        this.zoneCount -= l.dropFirst(k);
+        this.trimmed += k;
+      }
+      this.coverFrom = cut;
+    }
+    for (const p of this.plots.values()) {
+      if (p.t.length > this.maxPlotPoints * 1.25) { const k = p.t.length - this.maxPlotPoints; p.t.splice(0, k); p.v.splice(0, k); }
+    }
+    if (this.nFrames > this.maxFrames * 1.25) {
+      const k = this.nFrames - this.maxFrames;
+      this.frameTimes.copyWithin(0, k, this.nFrames); this.nFrames -= k;
+    }
+    for (const f of this.frameSets.values()) if (f.length > this.maxFrames * 1.25) f.splice(0, f.length - this.maxFrames);
+    if (this.markerText.size > this.maxMarkers * 1.25) {
+      let k = this.markerText.size - this.maxMarkers;
+      for (const key of this.markerText.keys()) { if (k-- <= 0) break; this.markerText.delete(key); }
+    }
   }
   addMarkerPayload(thread, site, isEnd, t, text) {
     const k = `${thread}:${site}:${isEnd ? 'e' : 'b'}:${t}`;
@@ -224,6 +305,7 @@ export class SessionData {
     for (const th of this.threads.values()) for (const l of th.lanes) {
       if (!l.sorted) this.zoneCount -= l.fix();
     }
+    this.trim();
     if (!this.framesSorted) {
       const f = Array.from(this.frameTimes.subarray(0, this.nFrames)).sort((a, b) => a - b);
       const u = f.filter((v, i) => i === 0 || v !== f[i - 1]);
@@ -264,6 +346,9 @@ export class SessionData {
     return { t, d };
   }
 }
+
+// Zones a page holds in full before forgetting the oldest (tests lower it).
+SessionData.maxZones = 800000;
 
 // Chrome trace event format (the "JSON Array/Object Format" read by chrome://tracing and
 // Perfetto): complete events ("ph":"X") in microseconds, instant events for messages and frames.
