@@ -51,7 +51,7 @@ export class FlameChart {
     this.cv = canvas;
     this.ctx = canvas.getContext('2d', { alpha: false });
     this.tip = tooltip;
-    this.opts = opts; // {onSelect(site, stats), onUserMove()}
+    this.opts = opts; // {lod, onSelect(site, stats), onLiveChange(live), canLive(), onMeasure(m), onLayout(content, scrollY, height)}
     this.sd = null;
     this.t0 = 0; this.t1 = 1e8; // visible range, ns
     this.live = true;

@@ -34,7 +34,6 @@ async function api(method, path, body) {
 // ---- state ---------------------------------------------------------------------------------
 const app = {
   sessions: [],
-  recordings: [],
   current: null,       // session id shown
   sd: null,            // its SessionData
   info: null,          // its /api/sessions item
@@ -43,15 +42,14 @@ const app = {
   teamsKnown: new Map(), // bit -> name (union over the session's TEAM records)
   threadsKnown: new Map(), // thread id -> name (union over what arrived)
   threadsOff: new Set(),   // thread ids unticked (the relay sends only the others)
-  received: { zones: 0, messages: 0, frames: 0, plots: 0, bySeverity: [0, 0, 0, 0, 0, 0], batches: 0 },
+  received: { zones: 0, messages: 0, frames: 0, plots: 0, bySeverity: [0, 0, 0, 0, 0, 0] }, // what the stream delivered (tests read it)
   historyDone: false,
   subscription: 0,     // number of the latest subscription sent (its "seq")
   streamSeq: -1,       // the subscription the relay is sending for (its "subscribed" reply)
-  lastGap: null,
   connected: false,
   lastStats: null,
   lastPush: null,
-  zoneArrivals: [],    // for the latency bench: [{extra, receivedAt}]
+  fitted: false,       // a recording was fitted to its whole range once
 };
 
 // What the relay stores beyond the live stream, fetched as the view moves (lod.js).
@@ -124,14 +122,10 @@ const stream = new Stream(wsUrl, {
       return;
     }
     if (!current || sum.session !== app.current || sum.type !== MSG.DATA) return;
-    app.received.batches++;
     app.received.zones += sum.zones; app.received.frames += sum.frames;
     app.received.messages += sum.messages; app.received.plots += sum.plots;
     if (sum.historyDone) app.historyDone = true;
-    if (sum.gap) {
-      app.lastGap = sum.gap;
-      notices.fromGap(sum.gap, (t) => fmtAbs(t + app.sd.origin, 1e6));
-    }
+    if (sum.gap) notices.fromGap(sum.gap, (t) => fmtAbs(t + app.sd.origin, 1e6));
     if (sum.historyDone && isRecording() && !app.fitted) { app.fitted = true; flame.setLive(false); flame.fitAll(); }
     if (sum.ended && !isRecording()) showNotice('Session ended.');
     dirty = true;
@@ -140,9 +134,8 @@ const stream = new Stream(wsUrl, {
 
 function newSessionData(sid) {
   app.sd = new SessionData(sid);
-  app.received = { zones: 0, messages: 0, frames: 0, plots: 0, bySeverity: [0, 0, 0, 0, 0, 0], batches: 0 };
+  app.received = { zones: 0, messages: 0, frames: 0, plots: 0, bySeverity: [0, 0, 0, 0, 0, 0] };
   app.historyDone = false;
-  app.lastGap = null;
   app.fitted = false;
   flame.setSession(app.sd);
   if (isRecording()) flame.live = false;
@@ -215,7 +208,6 @@ async function refreshSessions() {
 async function refreshRecordings() {
   try {
     const list = await api('GET', '/api/recordings');
-    app.recordings = list;
     const sel = $('recordings');
     const keep = sel.value;
     sel.innerHTML = '';
