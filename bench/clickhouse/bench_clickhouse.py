@@ -26,6 +26,7 @@ import chserver  # noqa: E402
 BIN = os.path.join(os.environ.get("TMK_BUILD_DIR", os.path.join(HERE, "..", "..", "build")), "bin")
 ZONES_PER_PACKET = 40   # per thread
 THREADS = 4
+PROCS = []  # relays started, killed at the end whatever happened
 
 
 def cpu_seconds(pid):
@@ -42,6 +43,7 @@ class Relay:
         if ch_url:
             args += ["--clickhouse", ch_url]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        PROCS.append(self.proc)
         end = time.time() + 10
         while time.time() < end:
             m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/",
@@ -154,6 +156,10 @@ def main():
         except RuntimeError as e:
             print("(no bytes_on_disk: %s)" % str(e).splitlines()[0])
     finally:
+        for p in PROCS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         ch.stop()
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)

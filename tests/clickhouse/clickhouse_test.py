@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chserver  # noqa: E402
 
 BIN = TMP = None
+RELAYS = []  # every relay started, killed at the end whatever happened
 TABLES = ["sessions", "sites", "threads", "zones", "frames", "plots", "messages"]
 
 
@@ -52,6 +53,7 @@ class Relay:
         args = [os.path.join(BIN, "telemark-relay"), "--listen", "127.0.0.1:0", "--http",
                 "127.0.0.1:0", "--data-dir", data, "--clickhouse", ch_url, *extra]
         self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT)
+        RELAYS.append(self.proc)
         m = wait_for(lambda: self.proc.poll() is None and re.search(
             r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/",
             self.log()), 10, "relay start")
@@ -310,7 +312,13 @@ def main():
     if os.path.isdir(TMP):
         shutil.rmtree(TMP)
     os.makedirs(TMP)
-    CASES[a.case]()
+    try:
+        CASES[a.case]()
+    finally:
+        for p in RELAYS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     print(f"{a.case}: ok")
     return 0
 
