@@ -104,12 +104,14 @@ export class HistoryView {
   async loadTrend() {
     const p = { program: this.el.program.value, what: this.el.what.value, site: this.el.site.value, by: this.el.by.value, days: this.el.days.value };
     if (!p.program || (p.what === 'zone' && !p.site)) return;
+    const seq = this.trendSeq = (this.trendSeq || 0) + 1; // only the latest request's answer is shown
     try {
       const rows = await this.get('trend', p);
+      if (seq !== this.trendSeq) return;
       this.last = { params: p, rows };
       this.draw(rows);
       this.status(`${rows.length} ${p.by === 'night' ? 'nights' : 'builds'}, ${rows.reduce((a, r) => a + Number(r.n), 0)} samples`);
-    } catch (e) { this.status(e.message); }
+    } catch (e) { if (seq === this.trendSeq) this.status(e.message); }
   }
 
   draw(rows) {
@@ -132,8 +134,10 @@ export class HistoryView {
     const a = this.el.a.value, b = this.el.b.value, program = this.el.program.value;
     const table = this.el.diff;
     if (!a || !b || a === b) { table.innerHTML = '<tr><td class="dim">pick two different builds</td></tr>'; return; }
+    const seq = this.diffSeq = (this.diffSeq || 0) + 1;
     try {
       const rows = diffRows(await this.get('diff', { program, a, b, limit: 20, days: this.el.days.value }));
+      if (seq !== this.diffSeq) return;
       table.innerHTML = `<tr><th>site</th><th>${esc(a)} p50</th><th>${esc(b)} p50</th><th>change</th></tr>` +
         rows.map((r) => `<tr><td>${esc(r.name)}</td><td>${fmtMs(r.a)}</td><td>${fmtMs(r.b)}</td>` +
           `<td class="${r.change > 0 ? 'bad' : ''}">${Number.isFinite(r.change) ? (r.change > 0 ? '+' : '') + r.change.toFixed(1) + '%' : 'new'}</td></tr>`).join('');
