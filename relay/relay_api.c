@@ -19,7 +19,8 @@
 
 /* ---------------------------------------------------------------------------------------------
  * Responses. Errors follow one table (docs/API.md "Errors"): the status comes from the TMK_E*
- * code, except 403 (EACCESS: a foreign Origin) and 405 (EINVAL: the wrong method).
+ * code, except 403 (EACCESS: a foreign Origin or Host), 405 (EINVAL: the wrong method), 415
+ * (EACCESS: a POST without JSON) and 429 (EAGAIN: too many live streams).
  * ------------------------------------------------------------------------------------------- */
 static const char* http_reason(int status) {
   switch (status) {
@@ -31,7 +32,9 @@ static const char* http_reason(int status) {
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
     case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Internal Server Error"; /* not sent: every status used is listed above */
@@ -776,12 +779,16 @@ int tmk__http_start(tmk_relay* r) {
     snprintf(ports, sizeof ports, "[%s]:%d", r->cfg.http_host, r->cfg.http_port);
   else
     snprintf(ports, sizeof ports, "%s:%d", r->cfg.http_host, r->cfg.http_port);
-  /* keep-alive: civetweb closes an idle connection after 500 ms by default, while clients keep
+  /* Every connection holds a worker thread while it is open: live streams (at most 32,
+   * relay_stream.h) and idle or slow clients, which the timeouts bound (issue 15 item 6).
+   * keep-alive: civetweb closes an idle connection after 500 ms by default, while clients keep
    * one for seconds (Node's fetch 4 s) and lose a request sent as it closes; 5 s lets such a
-   * client close first. An idle connection holds a worker thread that long. */
-  const char* options[] = {"listening_ports", ports, "num_threads", "64", "request_timeout_ms",
-                           "10000", "enable_keep_alive", "yes", "keep_alive_timeout_ms", "5000",
-                           NULL};
+   * client close first. */
+  const char* options[] = {"listening_ports", ports, "num_threads", "96", "request_timeout_ms",
+                           "5000", "keep_alive_timeout_ms", "5000", "enable_keep_alive", "yes",
+                           /* no CORS: civetweb's default answers preflights for any origin */
+                           "access_control_allow_origin", "", "access_control_allow_methods", "",
+                           "access_control_allow_headers", "", NULL};
   struct mg_callbacks cb;
   memset(&cb, 0, sizeof cb);
   cb.log_message = log_message;

@@ -67,6 +67,15 @@ uint64_t tmk__unix_ns(void);
  * ============================================================================================= */
 
 #define TMK__REORDER_HISTORY 8192 /* seqs remembered behind `next` for dup/late detection */
+/* A packet this far ahead of `next` (or further behind it than the history) would freeze the
+ * session if it moved the window: it is refused and counted, unless it starts a new epoch —
+ * TMK__REORDER_EPOCH_RUN such packets in sequence while nothing in range arrived for the
+ * reorder window's time (an agent back from an outage, or a burst of kernel drops under
+ * overload). A forward jump of up to TMK__REORDER_EPOCH_LOST then counts as lost packets.
+ * Issue 15 item 3. */
+#define TMK__REORDER_FAR (TMK__REORDER_HISTORY / 2)
+#define TMK__REORDER_EPOCH_RUN 8
+#define TMK__REORDER_EPOCH_LOST (1u << 24)
 
 typedef void (*tmk__deliver_fn)(void* ud, const uint8_t* packet, size_t len, uint64_t seq);
 
@@ -89,6 +98,11 @@ typedef struct tmk__reorder {
   uint64_t oldest_ms;  /* arrival time of the oldest held packet */
   uint8_t history[TMK__REORDER_HISTORY / 8]; /* bit per seq below next: 1 = delivered */
   uint64_t lost, duplicated, reordered, late, stale;
+  uint64_t refused;    /* packets far out of range, dropped (see TMK__REORDER_FAR) */
+  uint64_t epochs;     /* times the sequence restarted far away */
+  uint64_t far_seq;    /* last far packet, and how many came in sequence */
+  uint32_t far_run;
+  uint64_t last_ok_ms; /* arrival of the last packet in range */
   size_t mem;          /* bytes held in slot buffers */
 } tmk__reorder;
 
@@ -96,7 +110,8 @@ typedef struct tmk__reorder {
 int tmk__reorder_init(tmk__reorder* ro, uint32_t window, uint32_t window_ms);
 void tmk__reorder_free(tmk__reorder* ro);
 /* Offers one packet (copied if it must wait). Delivers whatever became in order. Returns 1 if
- * it was delivered or held, 0 if it was a duplicate or too old, TMK_ENOMEM. */
+ * it was delivered or held, 0 if it was a duplicate, too old or refused as far out of range,
+ * TMK_ENOMEM. */
 int tmk__reorder_push(tmk__reorder* ro, uint64_t seq, const uint8_t* packet, size_t len,
                       uint64_t now_ms, tmk__deliver_fn fn, void* ud);
 /* Declares lost the gaps before packets held longer than window_ms and delivers what follows.
@@ -144,6 +159,22 @@ int tmk__store_zone_scan(const tmk__store* st, tmk__zone_cursor* cur, const tmk_
                          uint32_t max_chunks, tmk_relay_zone_fn fn, void* ud);
 int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
                       tmk_relay_event_fn fn, void* ud);
+/* Where a sliced query goes on from; zero-initialise, then call until done. */
+typedef struct tmk__store_cursor {
+  uint32_t thread; /* index in the thread table */
+  uint64_t serial; /* chunk */
+  uint32_t pos;    /* record in the chunk */
+  uint32_t off;    /* its byte offset (events) */
+  int done;
+} tmk__store_cursor;
+/* One slice of tmk__store_zones: fills up to cap zones (looking at no more than 64 Ki records)
+ * and advances the cursor; sets cur->done at the end. Returns the number filled. */
+int tmk__store_zones_slice(const tmk__store* st, const tmk_relay_query* q,
+                           tmk__store_cursor* cur, tmk_relay_zone* out, size_t cap);
+/* The same for events; their texts are copied into `text` (text_cap >= 1024 makes progress). */
+int tmk__store_events_slice(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
+                            tmk__store_cursor* cur, tmk_relay_event* out, size_t cap,
+                            char* text, size_t text_cap);
 int tmk__store_sites(const tmk__store* st, tmk_relay_site_fn fn, void* ud);
 int tmk__store_threads(const tmk__store* st, tmk_relay_thread_fn fn, void* ud);
 int tmk__store_teams(const tmk__store* st, tmk_relay_thread_fn fn, void* ud);

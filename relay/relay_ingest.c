@@ -42,7 +42,7 @@ static void ip_str(const struct sockaddr* sa, char* out, size_t cap) {
 }
 
 /* 1 if both addresses have the same IP (ports ignored). */
-static int same_ip(const struct sockaddr* a, const struct sockaddr* b) {
+int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b) {
   if (a->sa_family != b->sa_family) return 0;
   if (a->sa_family == AF_INET)
     return memcmp(&((const struct sockaddr_in*)(const void*)a)->sin_addr,
@@ -124,8 +124,38 @@ int tmk__ingest_send(tmk_relay* r, tmk__session* s, const uint8_t* packet, size_
   return send_udp(r, (const struct sockaddr*)&s->addr, packet, len);
 }
 
+/* A REJECT is ten times the size of the smallest HELLO that earns one, and UDP sources can be
+ * forged: unthrottled, the relay would reflect floods at a victim (issue 15 item 11). An agent
+ * repeats its HELLO every 2 s until answered, so one REJECT per host per second loses nothing. */
+static int reject_allowed(tmk_relay* r, const struct sockaddr* to, uint64_t now) {
+  uint32_t key = 2166136261u;
+  const uint8_t* ip = NULL;
+  size_t n = 0;
+  if (to->sa_family == AF_INET) {
+    ip = (const uint8_t*)&((const struct sockaddr_in*)(const void*)to)->sin_addr;
+    n = 4;
+  } else if (to->sa_family == AF_INET6) {
+    ip = (const uint8_t*)&((const struct sockaddr_in6*)(const void*)to)->sin6_addr;
+    n = 16;
+  }
+  for (size_t i = 0; i < n; i++) key = (key ^ ip[i]) * 16777619u;
+  key |= 1;
+  uint32_t slot = key & 255;
+  if (r->reject_key[slot] == key && now - r->reject_ms[slot] < TMK__REJECT_MS) return 0;
+  if (now - r->reject_sec_ms >= 1000) {
+    r->reject_sec_ms = now;
+    r->reject_sec_n = 0;
+  }
+  if (r->reject_sec_n >= TMK__REJECTS_PER_S) return 0;
+  r->reject_sec_n++;
+  r->reject_key[slot] = key;
+  r->reject_ms[slot] = now;
+  return 1;
+}
+
 static void send_reject(tmk_relay* r, tmk__conn* c, const struct sockaddr* to, uint64_t sid,
                         uint32_t reason, const char* text) {
+  if (!c && !reject_allowed(r, to, uv_now(r->loop))) return; /* TCP cannot be forged */
   uint8_t out[512];
   tmk_proto_reject rj;
   rj.reason = reason;
@@ -167,14 +197,16 @@ static int validate_data(tmk_relay* r, const uint8_t* p, size_t len) {
   return rc;
 }
 
+/* Sessions held for a host, ended ones included: a host that churns DATA+BYE must not fill the
+ * registry and push out another host's sessions (issue 15 item 8). */
 static uint32_t sessions_from_ip(tmk_relay* r, const struct sockaddr* src) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
-    if (s->replay || s->ended) continue;
+    if (s->replay) continue;
     const struct sockaddr* a =
         s->conn ? (const struct sockaddr*)&s->conn->peer : (const struct sockaddr*)&s->addr;
-    if ((s->has_addr || s->conn) && same_ip(a, src)) n++;
+    if ((s->has_addr || s->conn) && tmk__same_ip(a, src)) n++;
   }
   return n;
 }
@@ -189,7 +221,7 @@ static tmk__session* session_for(tmk_relay* r, uint64_t sid, const struct sockad
                                  tmk__conn* c, src_ctx* sc, uint64_t now) {
   tmk__session* s = tmk__session_find_sid(r, sid);
   if (s) return s;
-  if (sessions_from_ip(r, src) >= per_source_limit(r)) {
+  if (sessions_from_ip(r, src) >= per_source_limit(r) && tmk__session_evict(r, src) != 0) {
     r->rejected_sessions++;
     tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                      "%s: refused new session %016llx: this source already has %u sessions "
@@ -228,9 +260,17 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
       s->conn ? (const struct sockaddr*)&s->conn->peer : (const struct sockaddr*)&s->addr;
   if (c) {
     if (s->conn == c) return 0;
-    /* A session moves to TCP (or reconnects) only with a HELLO from the same host. */
-    if (!is_hello || !same_ip(bound, src)) return -1;
+    /* A session moves to TCP (or reconnects) only with a HELLO from the same host, and takes
+     * over a TCP connection only once that one has gone quiet (a dead link the kernel has not
+     * noticed yet): a live link cannot be hijacked (issue 15 item 3). */
+    if (!is_hello || !tmk__same_ip(bound, src)) return -1;
     if (c->session && c->session != s) return -1;
+    if (s->conn && !s->conn->closing &&
+        uv_now(c->relay->loop) - s->conn->last_packet_ms < TMK__TCP_TAKEOVER_MS)
+      return -1;
+    /* The old connection no longer owns the session: closing it later must not touch the
+     * session, which may be gone by then (issue 15 item 2). */
+    if (s->conn) s->conn->session = NULL;
     s->conn = c;
     c->session = s;
     memcpy(&s->addr, src, addr_len(src));
@@ -241,9 +281,27 @@ static int bind_source(tmk__session* s, const struct sockaddr* src, tmk__conn* c
     pthread_mutex_unlock(&s->mu);
     return 0;
   }
-  if (!same_ip(bound, src)) return -1;
-  if (!s->conn && is_hello) memcpy(&s->addr, src, addr_len(src)); /* port may change */
+  /* UDP: the address (and port: where CONTROL goes) is the one of the session's first packet,
+   * then of its first HELLO (handle_hello); later packets only have to come from that host. */
+  if (!tmk__same_ip(bound, src)) return -1;
   return 0;
+}
+
+/* The target facts of a HELLO, hashed (FNV-1a): a session's later HELLOs must repeat them. */
+static uint64_t fnv(uint64_t h, const void* p, size_t n) {
+  const uint8_t* b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+static uint64_t hello_facts(const tmk_proto_hello* h) {
+  uint64_t x = 0xcbf29ce484222325ull;
+  const tmk_proto_str* strs[] = {&h->program, &h->platform, &h->arch, &h->agent_version};
+  for (int i = 0; i < 4; i++) {
+    x = fnv(x, &strs[i]->len, sizeof strs[i]->len);
+    x = fnv(x, strs[i]->ptr, strs[i]->len);
+  }
+  uint64_t nums[3] = {h->big_endian, h->pointer_size, h->timer_freq};
+  return fnv(x, nums, sizeof nums);
 }
 
 static void mark_live(tmk__session* s, uint64_t now) {
@@ -290,13 +348,29 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
     return;
   }
   int was_tcp = s->conn != NULL;
-  int first = !s->info.has_hello;
+  int first = !s->has_facts;
+  uint64_t facts = hello_facts(&hello);
+  if (s->has_facts && facts != s->facts) {
+    /* Facts are fixed by the first HELLO: a later one that contradicts it (another program,
+     * a timer frequency of 1) is not from this session's agent (issue 15 item 3). */
+    s->spoofed++;
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
+                     "%s: HELLO for session %016llx contradicts its first HELLO (program "
+                     "'%.*s'); dropped", src_name(sc), (unsigned long long)h->session_id,
+                     (int)hello.program.len, hello.program.ptr);
+    return;
+  }
   if (bind_source(s, src, c, sc, 1) != 0) {
     s->spoofed++;
     tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
                      "%s: HELLO for session %016llx, which belongs to another address; dropped",
                      src_name(sc), (unsigned long long)h->session_id);
     return;
+  }
+  if (first) {
+    s->has_facts = 1;
+    s->facts = facts;
+    if (!s->conn) memcpy(&s->addr, src, addr_len(src)); /* CONTROL goes here from now on */
   }
   mark_live(s, now);
   tmk__session_apply(s, p, len, r->scratch);
@@ -498,6 +572,7 @@ static void conn_read(uv_stream_t* st, ssize_t nread, const uv_buf_t* buf) {
       return;
     }
     if (n == 0 || c->len - off - (size_t)n < plen) break;
+    c->last_packet_ms = uv_now(r->loop);
     handle_packet(r, c->buf + off + n, plen, (const struct sockaddr*)&c->peer, c);
     off += (size_t)n + plen;
   }
@@ -529,17 +604,30 @@ static void on_connection(uv_stream_t* server, int status) {
   int alen = sizeof c->peer;
   uv_tcp_getpeername(&c->tcp, (struct sockaddr*)&c->peer, &alen);
   addr_str((const struct sockaddr*)&c->peer, c->peer_str, sizeof c->peer_str);
-  uint32_t same = 0;
-  for (tmk__conn* o = r->conns; o; o = o->next)
-    if (o != c && !o->closing &&
-        same_ip((const struct sockaddr*)&o->peer, (const struct sockaddr*)&c->peer))
-      same++;
-  if (r->nconns > TMK__MAX_CONNS || same >= per_source_limit(r)) {
+  c->last_packet_ms = uv_now(r->loop);
+  uint32_t same = 0, open = 0;
+  tmk__conn* oldest_unbound = NULL;
+  for (tmk__conn* o = r->conns; o; o = o->next) {
+    if (o == c || o->closing) continue;
+    open++;
+    if (!o->session) oldest_unbound = o; /* the list is newest first */
+    if (tmk__same_ip((const struct sockaddr*)&o->peer, (const struct sockaddr*)&c->peer)) same++;
+  }
+  /* Full: a connection that has not named a session yet makes room, so idle connections cannot
+   * lock agents out (issue 15 item 9); those that have keep theirs. */
+  if (open >= TMK__MAX_CONNS && same < per_source_limit(r) && oldest_unbound) {
+    tmk_relay__log_limited(&r->log, TMK_LOG_WARN, "tcp-full", uv_now(r->loop),
+                     "%u TCP connections open: closed %s, which has sent no HELLO yet", open,
+                     oldest_unbound->peer_str);
+    conn_close(oldest_unbound);
+    open--;
+  }
+  if (open >= TMK__MAX_CONNS || same >= per_source_limit(r)) {
     char ip[64];
     ip_str((const struct sockaddr*)&c->peer, ip, sizeof ip);
     tmk_relay__log_limited(&r->log, TMK_LOG_WARN, ip, uv_now(r->loop),
                      "%s: too many TCP connections (%u open, %u from this host); refused",
-                     c->peer_str, r->nconns - 1, same);
+                     c->peer_str, open, same);
     conn_close(c);
     return;
   }
@@ -634,8 +722,27 @@ void tmk__ingest_stop(tmk_relay* r) {
   for (tmk__conn* c = r->conns; c; c = c->next) conn_close(c);
 }
 
+/* Closes connections that named no session within TMK__CONN_HELLO_MS, or went silent for
+ * TMK__CONN_IDLE_MS (a paused agent reconnects with a HELLO when it resumes). */
+static void conn_timeouts(tmk_relay* r, uint64_t now_ms) {
+  for (tmk__conn* c = r->conns; c; c = c->next) {
+    if (c->closing) continue;
+    uint64_t quiet = now_ms - c->last_packet_ms;
+    if ((!c->session && quiet >= TMK__CONN_HELLO_MS) || quiet >= TMK__CONN_IDLE_MS) {
+      tmk_relay__log_limited(&r->log, TMK_LOG_WARN, c->peer_str, now_ms,
+                       "%s: TCP connection %s for %llu s; closed", c->peer_str,
+                       c->session ? "silent" : "sent no HELLO", (unsigned long long)(quiet / 1000));
+      conn_close(c);
+    }
+  }
+}
+
 void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms) {
   int any = 0;
+  if (now_ms - r->last_conn_check_ms >= 250) {
+    r->last_conn_check_ms = now_ms;
+    conn_timeouts(r, now_ms);
+  }
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
     if (s->replay) continue;

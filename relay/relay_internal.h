@@ -14,11 +14,16 @@
 
 #define TMK_RELAY_VERSION "0.1.0"
 #define TMK__TICK_MS 10           /* reorder ticks, control resends, data listener */
-#define TMK__IDLE_MS 10000        /* a UDP session with no packet for this long is not live */
 #define TMK__MAX_CONNS 256        /* TCP connections overall */
+#define TMK__CONN_HELLO_MS 3000   /* a connection that names no session by then is closed */
+#define TMK__CONN_IDLE_MS 60000   /* a connection with no packet for this long is closed */
 #define TMK__CONN_BUF (TMK_PROTO_MAX_PACKET + 16)
 #define TMK__CONTROL_REPEATS 5    /* UDP CONTROL sends per change (§6.4) */
 #define TMK__CONTROL_REPEAT_MS 200
+#define TMK__TCP_TAKEOVER_MS 2000 /* a new connection replaces one quiet for this long */
+#define TMK__REJECT_MS 1000       /* at most one REJECT per host per this long ... */
+#define TMK__REJECTS_PER_S 50     /* ... and this many per second overall */
+#define TMK__QUERY_SLOTS 2        /* zone/event queries that run at once; the others wait */
 
 typedef struct tmk_relay_config {
   char listen_host[64];
@@ -34,6 +39,7 @@ typedef struct tmk_relay_config {
   uint32_t reorder_packets;
   uint32_t reorder_ms;
   uint32_t stats_interval_ms;
+  uint32_t session_idle_ms;
   char clickhouse_url[512];      /* --clickhouse: history sink, "" = off (docs/CLICKHOUSE.md) */
   char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
   uint64_t clickhouse_spill_max;  /* bytes; 0 = 1 GiB */
@@ -50,6 +56,7 @@ typedef struct tmk__conn {
   uint8_t* buf;
   size_t len;
   tmk__session* session; /* bound by the first HELLO or DATA on this connection */
+  uint64_t last_packet_ms;      /* accept time until the first packet */
   int closing;
   struct tmk__conn* next;
 } tmk__conn;
@@ -84,6 +91,8 @@ struct tmk__session {
   uint8_t* hello;               /* last HELLO packet (written first into new recordings) */
   size_t hello_len;
   uint64_t spoofed;             /* copied into info by tmk__session_sync_stats */
+  uint64_t facts;               /* hash of the first HELLO's target facts (has_facts) */
+  int has_facts;
   /* Packets delivered while a reader held s->mu: the loop never waits for a session lock per
    * packet; it queues (in order) and applies them when the lock is free (next packet/tick). */
   struct tmk__pending* pending_head;
@@ -116,12 +125,22 @@ struct tmk_relay {
   uint32_t nsessions, sessions_cap;
   tmk__session* by_sid[1024];   /* [loop] hash buckets of live (non-replay) sessions */
   /* TCP */
-  tmk__conn* conns;             /* [loop] */
+  tmk__conn* conns;             /* [loop] newest first */
   uint32_t nconns;
+  uint64_t last_conn_check_ms;  /* [loop] TCP timeouts */
+  /* [loop] REJECT rate limit: per host (hashed, direct-mapped) and overall per second */
+  uint32_t reject_key[256];
+  uint64_t reject_ms[256];
+  uint64_t reject_sec_ms;
+  uint32_t reject_sec_n;
   /* commands */
   pthread_mutex_t cmd_mu;
   tmk__cmd* cmd_head;
   tmk__cmd* cmd_tail;
+  /* zone/event queries running at once (relay_session.c) */
+  pthread_mutex_t query_mu;
+  pthread_cond_t query_cv;
+  uint32_t queries_running;
   /* data listener */
   tmk_relay_data_fn data_fn;
   void* data_ud;
@@ -147,9 +166,13 @@ void tmk__session_ref(tmk__session* s);
 void tmk__session_unref(tmk__session* s);
 /* [loop] lookup by agent session id among non-replay sessions. */
 tmk__session* tmk__session_find_sid(tmk_relay* r, uint64_t sid);
-/* [loop] registers a session; evicts the oldest ended, non-recording session when full.
+/* [loop] registers a session; when the registry is full, evicts one (tmk__session_evict).
  * Returns 0 or TMK_ENOSPC (full). */
 int tmk__session_register(tmk_relay* r, tmk__session* s);
+/* [loop] removes one session that is neither live, recording nor linked over TCP — ended ones
+ * before idle ones, oldest first — among all, or among those from src's host when src is
+ * given. Returns 0 or TMK_ENOSPC (none can go). */
+int tmk__session_evict(tmk_relay* r, const struct sockaddr* src);
 /* Registry lookup by string id; returns a referenced session or NULL. Any thread. */
 tmk__session* tmk__session_get(tmk_relay* r, const char* id);
 /* Applies one packet — HELLO facts or DATA records — to a session: the one path shared by live
@@ -171,6 +194,8 @@ int tmk__session_replay_file(tmk_relay* r, const char* name, tmk__session** out,
                              size_t ecap);
 
 /* ---- relay_ingest.c ----------------------------------------------------------------------- */
+/* 1 if both addresses have the same IP (ports ignored). */
+int tmk__same_ip(const struct sockaddr* a, const struct sockaddr* b);
 /* Binds UDP and TCP on cfg.listen_* and starts reading. Returns 0 or a libuv error (logged). */
 int tmk__ingest_start(tmk_relay* r);
 void tmk__ingest_stop(tmk_relay* r);

@@ -99,12 +99,30 @@ int tmk__reorder_push(tmk__reorder* ro, uint64_t seq, const uint8_t* packet, siz
      * were never meant for it. From seq 0 (or close) every gap counts. */
     ro->next = seq >= ro->window ? seq : 0;
   }
-  if (seq < ro->next) {
-    uint64_t behind = ro->next - seq;
-    if (behind > TMK__REORDER_HISTORY) {
-      ro->stale++;
+  int far = seq >= ro->next ? seq - ro->next >= TMK__REORDER_FAR
+                             : ro->next - seq > TMK__REORDER_HISTORY;
+  if (far) {
+    /* One packet must not move the window by an unbounded amount: a spoofed seq of next+2^40
+     * would declare a trillion packets lost and make every real one stale. */
+    if (ro->far_run && seq > ro->far_seq && seq - ro->far_seq <= ro->window) ro->far_run++;
+    else ro->far_run = 1;
+    ro->far_seq = seq;
+    if (ro->far_run < TMK__REORDER_EPOCH_RUN || now_ms - ro->last_ok_ms < ro->window_ms) {
+      ro->refused++;
       return 0;
     }
+    /* A new epoch: what is held is delivered, the sequence goes on from here; a plausible
+     * forward gap is loss (the run's first packets, refused above, were counted there). */
+    tmk__reorder_tick(ro, now_ms, 1, fn, ud);
+    memset(ro->history, 0, sizeof ro->history);
+    if (seq > ro->next && seq - ro->next < TMK__REORDER_EPOCH_LOST)
+      ro->lost += seq - ro->next - (TMK__REORDER_EPOCH_RUN - 1);
+    ro->next = seq;
+    ro->far_run = 0;
+    ro->epochs++;
+  }
+  ro->last_ok_ms = now_ms;
+  if (seq < ro->next) {
     if (hist_get(ro, seq)) {
       ro->duplicated++;
       return 0;

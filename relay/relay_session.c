@@ -107,30 +107,61 @@ static int session_live(tmk__session* s) {
   return live;
 }
 
-int tmk__session_register(tmk_relay* r, tmk__session* s) {
+static const struct sockaddr* session_addr(const tmk__session* s) {
+  if (s->conn) return (const struct sockaddr*)&s->conn->peer;
+  return s->has_addr ? (const struct sockaddr*)&s->addr : NULL;
+}
+
+int tmk__session_evict(tmk_relay* r, const struct sockaddr* src) {
+  /* Victims: not recording, no TCP link, not live. Ended ones (BYE, link closed) go before
+   * merely idle ones (a target stopped in a debugger is idle, not ended: issue 15 item 8);
+   * the oldest first within each. */
   tmk__session* victim = NULL;
+  uint32_t at = 0;
+  int best = 2;
   pthread_mutex_lock(&r->reg_mu);
-  if (r->nsessions >= r->cfg.max_sessions) {
-    for (uint32_t i = 0; i < r->nsessions; i++) {
-      tmk__session* c = r->sessions[i];
-      if (!c->recording && !c->conn && !session_live(c)) {
-        victim = c;
-        memmove(&r->sessions[i], &r->sessions[i + 1], (r->nsessions - i - 1) * sizeof c);
-        r->nsessions--;
-        break;
-      }
+  for (uint32_t i = 0; i < r->nsessions && best > 0; i++) {
+    tmk__session* c = r->sessions[i];
+    if (c->recording || c->conn || session_live(c)) continue;
+    if (src) {
+      const struct sockaddr* a = session_addr(c);
+      if (c->replay || !a || !tmk__same_ip(a, src)) continue;
     }
-    if (!victim) {
-      pthread_mutex_unlock(&r->reg_mu);
-      return TMK_ENOSPC;
+    int cls = c->replay || c->ended ? 0 : 1;
+    if (cls < best) {
+      best = cls;
+      victim = c;
+      at = i;
     }
   }
+  if (!victim) {
+    pthread_mutex_unlock(&r->reg_mu);
+    return TMK_ENOSPC;
+  }
+  memmove(&r->sessions[at], &r->sessions[at + 1], (r->nsessions - at - 1) * sizeof victim);
+  r->nsessions--;
+  pthread_mutex_unlock(&r->reg_mu);
+  tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: removed from memory to make room (%s)", victim->id,
+           src ? "sessions per source: half of --max-sessions" : "--max-sessions");
+  for (tmk__conn* c = r->conns; c; c = c->next) /* none should, but never leave one dangling */
+    if (c->session == victim) c->session = NULL;
+  if (!victim->replay) unlink_sid(r, victim);
+  if (r->ch) tmk__ch_session_final(r->ch, victim); /* history sink: last counters */
+  tmk__session_unref(victim);
+  return 0;
+}
+
+int tmk__session_register(tmk_relay* r, tmk__session* s) {
+  pthread_mutex_lock(&r->reg_mu);
+  int full = r->nsessions >= r->cfg.max_sessions;
+  pthread_mutex_unlock(&r->reg_mu);
+  if (full && tmk__session_evict(r, NULL) != 0) return TMK_ENOSPC;
+  pthread_mutex_lock(&r->reg_mu);
   if (r->nsessions == r->sessions_cap) {
     uint32_t ncap = r->sessions_cap ? r->sessions_cap * 2 : 16;
     tmk__session** ns = realloc(r->sessions, ncap * sizeof *ns);
     if (!ns) {
       pthread_mutex_unlock(&r->reg_mu);
-      if (victim) tmk__session_unref(victim);
       return TMK_ENOMEM;
     }
     r->sessions = ns;
@@ -138,13 +169,6 @@ int tmk__session_register(tmk_relay* r, tmk__session* s) {
   }
   r->sessions[r->nsessions++] = s;
   pthread_mutex_unlock(&r->reg_mu);
-  if (victim) {
-    tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: removed from memory to make room (max sessions %u)",
-             victim->id, r->cfg.max_sessions);
-    if (!victim->replay) unlink_sid(r, victim);
-    if (r->ch) tmk__ch_session_final(r->ch, victim); /* history sink: last counters */
-    tmk__session_unref(victim);
-  }
   if (!s->replay) {
     uint32_t b = sid_bucket(s->sid);
     s->hnext = r->by_sid[b];
@@ -289,7 +313,7 @@ void tmk__session_sync_stats(tmk__session* s) {
   s->info.stats.duplicated = s->ro.duplicated + s->ro.stale;
   s->info.stats.reordered = s->ro.reordered;
   s->info.stats.late = s->ro.late;
-  s->info.stats.spoofed = s->spoofed;
+  s->info.stats.spoofed = s->spoofed + s->ro.refused;
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -359,7 +383,7 @@ static void write_stats(tmk__session* s) {
   tmk__rec_stats st = {s->ro.lost, s->ro.duplicated + s->ro.stale, s->ro.reordered, s->ro.late,
                        0, 0};
   pthread_mutex_lock(&s->mu);
-  st.spoofed = s->spoofed;
+  st.spoofed = s->spoofed + s->ro.refused;
   st.malformed_unparsed = s->info.stats.malformed;
   pthread_mutex_unlock(&s->mu);
   tmk__rec_write_stats(&s->rec, &st);
@@ -423,12 +447,12 @@ void tmk__sessions_periodic(tmk_relay* r, uint64_t now_ms, int sync) {
         sync_async(r, s);
       }
     }
-    if (!s->conn && now_ms - s->last_packet_ms > TMK__IDLE_MS) {
+    if (!s->conn && now_ms - s->last_packet_ms > r->cfg.session_idle_ms) {
       pthread_mutex_lock(&s->mu);
       if (s->info.live) {
         s->info.live = 0;
-        tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: idle for %d s, no longer live", s->id,
-                 TMK__IDLE_MS / 1000);
+        tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: idle for %.1f s, no longer live",
+                       s->id, r->cfg.session_idle_ms / 1000.0);
       }
       pthread_mutex_unlock(&s->mu);
     }
@@ -645,14 +669,88 @@ int tmk_relay_session(tmk_relay* r, const char* id, tmk_relay_session_info* out)
   tmk__session_unref(s);                     \
   return rc
 
+/* Zone and event queries run in slices (the session lock is held for one slice, the caller's
+ * callback runs without it) and at most TMK__QUERY_SLOTS at a time: however many heavy queries
+ * the API gets, the loop thread gets the lock and a CPU when it needs them (issue 15 item 7). */
+#define SLICE_ZONES 4096
+#define SLICE_TEXT 65536
+
+static void query_slot_take(tmk_relay* r) {
+  pthread_mutex_lock(&r->query_mu);
+  while (r->queries_running >= TMK__QUERY_SLOTS) pthread_cond_wait(&r->query_cv, &r->query_mu);
+  r->queries_running++;
+  pthread_mutex_unlock(&r->query_mu);
+}
+
+static void query_slot_give(tmk_relay* r) {
+  pthread_mutex_lock(&r->query_mu);
+  r->queries_running--;
+  pthread_cond_signal(&r->query_cv);
+  pthread_mutex_unlock(&r->query_mu);
+}
+
 int tmk_relay_query_zones(tmk_relay* r, const char* id, const tmk_relay_query* q,
                           tmk_relay_zone_fn fn, void* ud) {
-  WITH_SESSION(tmk__store_zones(s->store, q, fn, ud));
+  tmk__session* s = tmk__session_get(r, id);
+  if (!s) return TMK_ENOTFOUND;
+  tmk_relay_zone* buf = malloc(SLICE_ZONES * sizeof *buf);
+  if (!buf) {
+    tmk__session_unref(s);
+    return TMK_ENOMEM;
+  }
+  size_t limit = q->limit ? q->limit : 100000, n = 0;
+  tmk__store_cursor cur;
+  memset(&cur, 0, sizeof cur);
+  int stop = 0;
+  query_slot_take(r);
+  while (!stop && !cur.done && n < limit) {
+    size_t want = limit - n < SLICE_ZONES ? limit - n : SLICE_ZONES;
+    pthread_mutex_lock(&s->mu);
+    int k = tmk__store_zones_slice(s->store, q, &cur, buf, want);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < k && !stop; i++) {
+      n++;
+      stop = fn(ud, &buf[i]) != 0;
+    }
+  }
+  query_slot_give(r);
+  free(buf);
+  tmk__session_unref(s);
+  return (int)n;
 }
 
 int tmk_relay_query_events(tmk_relay* r, const char* id, const tmk_relay_query* q,
                            unsigned type_mask, tmk_relay_event_fn fn, void* ud) {
-  WITH_SESSION(tmk__store_events(s->store, q, type_mask, fn, ud));
+  tmk__session* s = tmk__session_get(r, id);
+  if (!s) return TMK_ENOTFOUND;
+  tmk_relay_event* buf = malloc(SLICE_ZONES * sizeof *buf);
+  char* text = malloc(SLICE_TEXT);
+  if (!buf || !text) {
+    free(buf);
+    free(text);
+    tmk__session_unref(s);
+    return TMK_ENOMEM;
+  }
+  size_t limit = q->limit ? q->limit : 100000, n = 0;
+  tmk__store_cursor cur;
+  memset(&cur, 0, sizeof cur);
+  int stop = 0;
+  query_slot_take(r);
+  while (!stop && !cur.done && n < limit) {
+    size_t want = limit - n < SLICE_ZONES ? limit - n : SLICE_ZONES;
+    pthread_mutex_lock(&s->mu);
+    int k = tmk__store_events_slice(s->store, q, type_mask, &cur, buf, want, text, SLICE_TEXT);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < k && !stop; i++) {
+      n++;
+      stop = fn(ud, &buf[i]) != 0;
+    }
+  }
+  query_slot_give(r);
+  free(text);
+  free(buf);
+  tmk__session_unref(s);
+  return (int)n;
 }
 
 int tmk_relay_query_sites(tmk_relay* r, const char* id, tmk_relay_site_fn fn, void* ud) {

@@ -9,8 +9,10 @@
 /* ---------------------------------------------------------------------------------------------
  * Layout
  * ------------------------------------------------------------------------------------------- */
-#define ZONES_PER_CHUNK 1024
+#define ZONES_PER_CHUNK 1024  /* a series' chunks grow from MIN_ZONES_PER_CHUNK by doubling */
+#define MIN_ZONES_PER_CHUNK 16 /* (sparse zones, 2^33 ticks apart, each need a chunk) */
 #define EVENT_CHUNK_BYTES 8192
+#define MIN_EVENT_CHUNK_BYTES 1536 /* holds the largest event (a 1024-byte message) */
 #define MAX_THREADS 4096
 #define MAX_SITES 65536
 #define MAX_MARKER_DEPTH 64
@@ -51,9 +53,10 @@ typedef struct series {
 struct chunk {
   chunk* gnext;  /* global allocation order, for eviction */
   chunk* snext;  /* next in its series */
-  series* owner;
+  uint32_t owner; /* index of its thread in st->threads (an index: that array moves as it grows) */
+  uint64_t serial; /* allocation number: increases along a series, so query cursors and
+                      resumable scans (tmk__store_zone_scan) resume by it */
   uint64_t base; /* ticks */
-  uint64_t serial; /* allocation number: resumable scans (tmk__store_zone_scan) */
   uint64_t tmin, tmax;
   uint32_t count, used, cap;
   uint32_t kind;
@@ -104,7 +107,7 @@ struct tmk__store {
   uint64_t tmin, tmax;
   int have_time;
   uint64_t clock_ticks, clock_unix_ns;
-  uint64_t chunk_serial;  /* serial of the last chunk allocated */
+  uint64_t next_serial;   /* serial of the last chunk allocated */
   tmk__store_tap tap;     /* history sink (fn 0: none) */
   tmk_proto_record* recs; /* one decoded packet, before it is stored */
   size_t recs_cap;
@@ -175,10 +178,13 @@ static uint64_t to_ticks_approx(const tmk__store* st, uint64_t ns, int up) {
   return t <= 0 ? 0 : (uint64_t)t;
 }
 
+static int make_room(tmk__store* st, size_t need);
+
 static char* dup_str(tmk__store* st, const char* p, size_t n) {
+  if (make_room(st, n + 1) != 0) return NULL;
   char* s = malloc(n + 1);
   if (!s) return NULL;
-  memcpy(s, p, n);
+  if (n) memcpy(s, p, n);
   s[n] = 0;
   st->mem += n + 1;
   return s;
@@ -205,6 +211,7 @@ static void hash_put(uint32_t* tab, uint32_t cap, uint32_t id, uint32_t index1) 
 static int hash_grow(tmk__store* st, uint32_t** tab, uint32_t* cap, uint32_t n,
                      uint32_t (*key_of)(const tmk__store*, uint32_t)) {
   uint32_t ncap = *cap ? *cap * 2 : 64;
+  if (make_room(st, (size_t)(ncap - *cap) * sizeof **tab) != 0) return TMK_ENOSPC;
   uint32_t* nt = calloc(ncap, sizeof *nt);
   if (!nt) return TMK_ENOMEM;
   for (uint32_t i = 0; i < n; i++) hash_put(nt, ncap, key_of(st, i), i + 1);
@@ -222,6 +229,7 @@ static int table_room(tmk__store* st, void** arr, uint32_t* arr_cap, size_t elem
                       uint32_t (*key_of)(const tmk__store*, uint32_t)) {
   if (n == *arr_cap) {
     uint32_t ncap = *arr_cap ? *arr_cap * 2 : first;
+    if (make_room(st, (size_t)(ncap - *arr_cap) * elem) != 0) return TMK_ENOSPC;
     void* na = realloc(*arr, ncap * elem);
     if (!na) return TMK_ENOMEM;
     st->mem += (size_t)(ncap - *arr_cap) * elem;
@@ -309,7 +317,8 @@ static int evict_one(tmk__store* st) {
   if (!c) return 0;
   st->ghead = c->gnext;
   if (!st->ghead) st->gtail = NULL;
-  series* s = c->owner;
+  thread* t = &st->threads[c->owner];
+  series* s = c->kind == CK_ZONES ? &t->zones : &t->events;
   /* Chunks of one series are allocated in order, so the globally oldest is its series' head. */
   if (s->head == c) {
     s->head = c->snext;
@@ -321,18 +330,27 @@ static int evict_one(tmk__store* st) {
   return 1;
 }
 
-static chunk* new_chunk(tmk__store* st, series* s, uint32_t kind, uint32_t cap, uint64_t base) {
-  size_t need = sizeof(chunk) + cap;
+/* Evicts the oldest chunks until `need` more bytes fit the budget. Returns 0, or TMK_ENOSPC
+ * when they do not fit even with every chunk gone (the tables and strings fill the budget:
+ * what needed the room is refused and counted). */
+static int make_room(tmk__store* st, size_t need) {
   while (st->mem + need > st->budget && evict_one(st)) {
   }
+  return st->mem + need > st->budget ? TMK_ENOSPC : 0;
+}
+
+static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, uint64_t base) {
+  size_t need = sizeof(chunk) + cap;
+  make_room(st, need); /* a chunk is always allowed: it is what eviction frees next */
   chunk* c = malloc(need);
   if (!c) return NULL;
   memset(c, 0, sizeof *c);
-  c->owner = s;
+  series* s = kind == CK_ZONES ? &t->zones : &t->events;
+  c->owner = (uint32_t)(t - st->threads);
+  c->serial = ++st->next_serial;
   c->kind = kind;
   c->cap = cap;
   c->base = base;
-  c->serial = ++st->chunk_serial;
   c->tmin = UINT64_MAX;
   c->tmax = 0;
   if (s->tail) s->tail->snext = c;
@@ -437,11 +455,22 @@ int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* 
 /* ---------------------------------------------------------------------------------------------
  * Appending
  * ------------------------------------------------------------------------------------------- */
+/* Starts t's next zone chunk at time `start`. A series that fills its chunks gets bigger ones
+ * (doubling up to ZONES_PER_CHUNK); one that starts chunks because its zones are far apart in
+ * time keeps them small (16 zones, 320 bytes). Returns NULL when out of memory. */
+static chunk* next_zone_chunk(tmk__store* st, thread* t, uint64_t start) {
+  chunk* c = t->zones.tail;
+  uint32_t cap = MIN_ZONES_PER_CHUNK * sizeof(zrec);
+  if (c && c->count * sizeof(zrec) == c->cap)
+    cap = c->cap * 2 > ZONES_PER_CHUNK * sizeof(zrec) ? ZONES_PER_CHUNK * sizeof(zrec) : c->cap * 2;
+  return new_chunk(st, t, CK_ZONES, cap, start);
+}
+
 static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur,
                            uint32_t site_id, uint32_t depth, uint32_t flags) {
   chunk* c = t->zones.tail;
-  if (!c || c->count == ZONES_PER_CHUNK || !fits_off(start, c->base)) {
-    c = new_chunk(st, &t->zones, CK_ZONES, ZONES_PER_CHUNK * sizeof(zrec), start);
+  if (!c || c->count * sizeof(zrec) == c->cap || !fits_off(start, c->base)) {
+    c = next_zone_chunk(st, t, start);
     if (!c) return TMK_ENOMEM;
   }
   if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
@@ -475,22 +504,25 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
  * TMK_ENOMEM. */
 static int add_zones(tmk__store* st, thread* t, const tmk_proto_record* recs, size_t n) {
   size_t i = 0;
+  /* Sites first: a site table that grows makes room by evicting chunks, which may be the chunk
+   * about to be filled below. */
+  for (i = 0; i < n; i++) reference_site(st, recs[i].u.zone.site);
+  i = 0;
   while (i < n) {
     chunk* c = t->zones.tail;
     uint64_t first = recs[i].u.zone.start;
-    if (!c || c->count == ZONES_PER_CHUNK || !fits_off(first, c->base)) {
-      c = new_chunk(st, &t->zones, CK_ZONES, ZONES_PER_CHUNK * sizeof(zrec), first);
+    if (!c || c->count * sizeof(zrec) == c->cap || !fits_off(first, c->base)) {
+      c = next_zone_chunk(st, t, first);
       if (!c) return TMK_ENOMEM;
     }
     zrec* z = (zrec*)(void*)c->data + c->count;
     uint64_t lo = c->tmin, hi = c->tmax;
-    uint32_t k = 0, room = ZONES_PER_CHUNK - c->count;
+    uint32_t k = 0, room = (uint32_t)(c->cap / sizeof(zrec)) - c->count;
     for (; k < room && i < n; k++, i++) {
       const tmk_proto_zone* q = &recs[i].u.zone;
       uint64_t dur = q->duration;
       if (k && !fits_off(q->start, c->base)) break; /* the first one fits: checked above */
       if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-      reference_site(st, q->site);
       z[k].start_off = (int32_t)(int64_t)(q->start - c->base);
       z[k].dur_lo = (uint32_t)dur;
       z[k].dur_hi = (uint16_t)(dur >> 32);
@@ -525,7 +557,10 @@ static int add_event(tmk__store* st, thread* t, const tmk_relay_event* e, uint64
   need = (need + 3) & ~(size_t)3;
   chunk* c = t->events.tail;
   if (!c || c->used + need > c->cap || !fits_off(ticks, c->base)) {
-    c = new_chunk(st, &t->events, CK_EVENTS, EVENT_CHUNK_BYTES, ticks);
+    uint32_t cap = MIN_EVENT_CHUNK_BYTES;
+    if (c && c->used + need > c->cap)
+      cap = c->cap * 2 > EVENT_CHUNK_BYTES ? EVENT_CHUNK_BYTES : c->cap * 2;
+    c = new_chunk(st, t, CK_EVENTS, cap, ticks);
     if (!c) return TMK_ENOMEM;
   }
   uint8_t* p = c->data + c->used;
@@ -560,12 +595,14 @@ static int add_event(tmk__store* st, thread* t, const tmk_relay_event* e, uint64
   return 0;
 }
 
-static void set_string(tmk__store* st, char** dst, const tmk_proto_str* s) {
+/* Returns 0, or TMK_ENOSPC when the string does not fit the budget (the old one is gone). */
+static int set_string(tmk__store* st, char** dst, const tmk_proto_str* s) {
   if (*dst) {
     st->mem -= strlen(*dst) + 1;
     free(*dst);
   }
   *dst = dup_str(st, s->ptr, s->len);
+  return *dst ? 0 : TMK_ENOSPC;
 }
 
 static int store_record(tmk__store* st, const tmk_proto_record* rec) {
@@ -585,12 +622,14 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
       s->verbosity = rec->u.site.verbosity;
       s->color = rec->u.site.color;
       s->line = rec->u.site.line;
-      if (!s->name || strlen(s->name) != rec->u.site.name.len ||
-          memcmp(s->name, rec->u.site.name.ptr, rec->u.site.name.len) != 0)
-        set_string(st, &s->name, &rec->u.site.name);
-      if (!s->file || strlen(s->file) != rec->u.site.file.len ||
-          memcmp(s->file, rec->u.site.file.ptr, rec->u.site.file.len) != 0)
-        set_string(st, &s->file, &rec->u.site.file);
+      if ((!s->name || strlen(s->name) != rec->u.site.name.len ||
+           memcmp(s->name, rec->u.site.name.ptr, rec->u.site.name.len) != 0) &&
+          set_string(st, &s->name, &rec->u.site.name) != 0)
+        return TMK_ENOSPC;
+      if ((!s->file || strlen(s->file) != rec->u.site.file.len ||
+           memcmp(s->file, rec->u.site.file.ptr, rec->u.site.file.len) != 0) &&
+          set_string(st, &s->file, &rec->u.site.file) != 0)
+        return TMK_ENOSPC;
       if (st->tap.site) {
         tmk_relay_site ts = {s->id, 1, s->kind, s->severity, s->verbosity, s->color, s->line,
                              s->name ? s->name : "", s->file ? s->file : ""};
@@ -672,7 +711,7 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
       if (!t) return TMK_ERANGE;
       const tmk_proto_str* n = &rec->u.thread_name.name;
       if (!t->name || strlen(t->name) != n->len || memcmp(t->name, n->ptr, n->len) != 0)
-        set_string(st, &t->name, n);
+        if (set_string(st, &t->name, n) != 0) return TMK_ENOSPC;
       if (st->tap.thread) st->tap.thread(st->tap.ud, t->id, n->ptr, n->len);
       return 0;
     }
@@ -689,7 +728,7 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
       if (!st->teams[rec->u.team.bit] ||
           strlen(st->teams[rec->u.team.bit]) != rec->u.team.name.len ||
           memcmp(st->teams[rec->u.team.bit], rec->u.team.name.ptr, rec->u.team.name.len) != 0)
-        set_string(st, &st->teams[rec->u.team.bit], &rec->u.team.name);
+        return set_string(st, &st->teams[rec->u.team.bit], &rec->u.team.name);
       return 0;
     default:
       return TMK_ERECORD;
@@ -915,6 +954,97 @@ int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned t
       }
     }
   }
+  return (int)n;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Queries in slices: the caller holds the session lock for one slice at a time, so a query for
+ * a million zones never keeps the loop (which needs the lock to apply packets) waiting for long.
+ * The cursor names a chunk by its serial, which stays valid when chunks are evicted meanwhile:
+ * the walk goes on from the next chunk that still exists.
+ * ------------------------------------------------------------------------------------------- */
+#define SLICE_SCAN_MAX 65536 /* records looked at per slice, matching or not */
+
+int tmk__store_zones_slice(const tmk__store* st, const tmk_relay_query* q,
+                           tmk__store_cursor* cur, tmk_relay_zone* out, size_t cap) {
+  uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;
+  uint64_t k0 = to_ticks_approx(st, q->t0_ns, 0), k1 = to_ticks_approx(st, t1, 1);
+  size_t n = 0, scanned = 0;
+  for (; cur->thread < st->nthreads; cur->thread++, cur->serial = 0, cur->pos = 0) {
+    const thread* t = &st->threads[cur->thread];
+    if (q->thread >= 0 && (uint64_t)q->thread != t->id) continue;
+    for (const chunk* c = t->zones.head; c; c = c->snext) {
+      if (c->serial < cur->serial) continue;
+      if (c->serial > cur->serial) cur->pos = 0;
+      cur->serial = c->serial;
+      if (c->tmax < k0 || c->tmin > k1) continue;
+      const zrec* z = (const zrec*)(const void*)c->data;
+      for (; cur->pos < c->count; cur->pos++) {
+        if (n == cap || scanned == SLICE_SCAN_MAX) return (int)n;
+        scanned++;
+        uint32_t i = cur->pos;
+        uint64_t start = c->base + (uint64_t)(int64_t)z[i].start_off;
+        uint64_t dur = (uint64_t)z[i].dur_lo | ((uint64_t)z[i].dur_hi << 32);
+        uint64_t s_ns = to_ns(st, start), e_ns = to_ns(st, start + dur);
+        if (e_ns < q->t0_ns || s_ns > t1) continue;
+        if (e_ns - s_ns < q->min_dur_ns) continue;
+        tmk_relay_zone o = {s_ns, e_ns - s_ns, t->id, z[i].site, z[i].depth, z[i].flags};
+        out[n++] = o;
+      }
+    }
+  }
+  cur->done = 1;
+  return (int)n;
+}
+
+int tmk__store_events_slice(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
+                            tmk__store_cursor* cur, tmk_relay_event* out, size_t cap,
+                            char* text, size_t text_cap) {
+  uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;
+  uint64_t k0 = to_ticks_approx(st, q->t0_ns, 0), k1 = to_ticks_approx(st, t1, 1);
+  size_t n = 0, scanned = 0, tn = 0;
+  for (; cur->thread < st->nthreads; cur->thread++, cur->serial = 0, cur->pos = 0, cur->off = 0) {
+    const thread* t = &st->threads[cur->thread];
+    if (q->thread >= 0 && (uint64_t)q->thread != t->id) continue;
+    for (const chunk* c = t->events.head; c; c = c->snext) {
+      if (c->serial < cur->serial) continue;
+      if (c->serial > cur->serial) cur->pos = cur->off = 0;
+      cur->serial = c->serial;
+      if (c->tmax < k0 || c->tmin > k1) continue;
+      for (; cur->pos < c->count; cur->pos++) {
+        erec h;
+        memcpy(&h, c->data + cur->off, sizeof h);
+        if (n == cap || scanned == SLICE_SCAN_MAX || text_cap - tn < h.text_len) return (int)n;
+        scanned++;
+        size_t size = sizeof h + (h.type == TMK_RELAY_EV_PLOT ? 8 : 0) + h.text_len;
+        const uint8_t* p = c->data + cur->off + sizeof h;
+        cur->off += (uint32_t)((size + 3) & ~(size_t)3);
+        if (type_mask && !(type_mask & (1u << h.type))) continue;
+        uint64_t ns = to_ns(st, c->base + (uint64_t)(int64_t)h.t_off);
+        if (ns < q->t0_ns || ns > t1) continue;
+        tmk_relay_event* e = &out[n++];
+        memset(e, 0, sizeof *e);
+        e->type = h.type;
+        e->severity = h.severity;
+        e->is_double = h.is_double;
+        e->thread = t->id;
+        e->site = h.site;
+        e->verbosity = h.verbosity;
+        e->time_ns = ns;
+        if (h.type == TMK_RELAY_EV_PLOT) {
+          if (h.is_double) memcpy(&e->d, p, 8);
+          else memcpy(&e->i, p, 8);
+          p += 8;
+        }
+        /* the text is copied: the chunk may be evicted once the lock is released */
+        if (h.text_len) memcpy(text + tn, p, h.text_len);
+        e->text = text + tn;
+        e->text_len = h.text_len;
+        tn += h.text_len;
+      }
+    }
+  }
+  cur->done = 1;
   return (int)n;
 }
 

@@ -68,6 +68,7 @@ static void b_var(buf* b, uint64_t v) { /* LEB128, protocol/'s codec */
 }
 static void b_svar(buf* b, int64_t v) { b_var(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
 static void b_bytes(buf* b, const void* s, size_t n) {
+  if (!n) return; /* s may be NULL (an empty buffer): memcpy must not see it */
   b_need(b, n);
   if (b->oom) return;
   memcpy(b->p + b->n, s, n);
@@ -102,6 +103,11 @@ typedef struct site_ent {
   uint8_t known, sent, severity, kind;
   uint32_t verbosity;
 } site_ent;
+typedef struct site_slot { /* open addressing by site id; id 0 = empty (SITE ids are > 0) */
+  uint32_t id;
+  site_ent e;
+} site_slot;
+#define WS_MAX_SITES 65536 /* the store keeps no more either */
 
 typedef struct tmk__stream tmk__stream;
 
@@ -126,8 +132,9 @@ typedef struct client {
   uint64_t cursor;
   int64_t origin;       /* ns subtracted from every time sent */
   int origin_set;
-  site_ent* sites;
-  uint32_t nsites;
+  site_slot* sites;    /* the session's call sites this browser knows: a hash table, so its */
+  uint32_t nsites;     /* memory follows the number of sites, not the largest id (issue 15 */
+  uint32_t sites_cap;  /* item 5: one site id of 4,194,304 cost every browser 64 MB) */
   uint32_t threads_seen, teams_seen_hash;
   int was_live;
   int64_t last_t;       /* latest time sent (relative) */
@@ -149,9 +156,17 @@ struct tmk__stream {
   pthread_cond_t cv;
   uint64_t gen;
   client* clients;
+  unsigned admitted;  /* connections ws_connect let in and ws_close has not seen go */
   tmk_relay_stream_stats stats;
   char team_override[32][64]; /* immutable after tmk__stream_new */
 };
+
+int tmk__stream_full(tmk__stream* st) {
+  pthread_mutex_lock(&st->mu);
+  int full = st->admitted >= TMK__STREAM_MAX_CLIENTS;
+  pthread_mutex_unlock(&st->mu);
+  return full;
+}
 
 tmk__stream* tmk__stream_new(const char* const team_names[32]) {
   tmk__stream* st = calloc(1, sizeof *st);
@@ -273,23 +288,49 @@ typedef struct site_ctx {
   buf* b;
 } site_ctx;
 
-static int grow_sites(client* c, uint32_t id) {
-  if (id < c->nsites) return 0;
-  if (id > (1u << 22)) return -1; /* agents number sites from 1; refuse absurd ids */
-  uint32_t n = c->nsites ? c->nsites : 256;
-  while (n <= id) n *= 2;
-  site_ent* s = realloc(c->sites, n * sizeof *s);
-  if (!s) return -1;
-  memset(s + c->nsites, 0, (n - c->nsites) * sizeof *s);
-  c->sites = s;
-  c->nsites = n;
-  return 0;
+static uint32_t site_hash(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  return x;
+}
+static site_ent* site_find(const client* c, uint32_t id) {
+  if (!c->sites_cap || !id) return NULL;
+  for (uint32_t h = site_hash(id) & (c->sites_cap - 1);; h = (h + 1) & (c->sites_cap - 1)) {
+    if (c->sites[h].id == id) return &c->sites[h].e;
+    if (!c->sites[h].id) return NULL;
+  }
+}
+/* Returns the entry for id, adding it; NULL when the table is full or out of memory. */
+static site_ent* site_add(client* c, uint32_t id) {
+  site_ent* e = site_find(c, id);
+  if (e || !id) return e;
+  if (c->nsites >= WS_MAX_SITES) return NULL;
+  if ((c->nsites + 1) * 2 > c->sites_cap) {
+    uint32_t ncap = c->sites_cap ? c->sites_cap * 2 : 256;
+    site_slot* ns = calloc(ncap, sizeof *ns);
+    if (!ns) return NULL;
+    for (uint32_t i = 0; i < c->sites_cap; i++) {
+      if (!c->sites[i].id) continue;
+      uint32_t h = site_hash(c->sites[i].id) & (ncap - 1);
+      while (ns[h].id) h = (h + 1) & (ncap - 1);
+      ns[h] = c->sites[i];
+    }
+    free(c->sites);
+    c->sites = ns;
+    c->sites_cap = ncap;
+  }
+  uint32_t h = site_hash(id) & (c->sites_cap - 1);
+  while (c->sites[h].id) h = (h + 1) & (c->sites_cap - 1);
+  c->sites[h].id = id;
+  c->nsites++;
+  return &c->sites[h].e;
 }
 static int site_cb(void* ud, const tmk_relay_site* s) {
   site_ctx* x = ud;
   client* c = x->c;
-  if (!s->known || grow_sites(c, s->id)) return 0;
-  site_ent* e = &c->sites[s->id];
+  site_ent* e = s->known ? site_add(c, s->id) : NULL;
+  if (!e) return 0;
   e->known = 1;
   e->severity = s->severity;
   e->verbosity = s->verbosity;
@@ -361,7 +402,8 @@ static void send_meta(client* c, int force) {
   free(tb.p);
 }
 static const site_ent* site_of(client* c, uint32_t id) {
-  if (id < c->nsites && c->sites[id].known) return &c->sites[id];
+  const site_ent* e = site_find(c, id);
+  if (e && e->known) return e;
   return NULL;
 }
 /* Filters: severity level, team mask (by the call site) and thread list. Unknown sites pass. */
@@ -384,6 +426,10 @@ static int64_t rel(client* c, uint64_t t) {
   if (!c->origin_set) { c->origin = (int64_t)t; c->origin_set = 1; }
   return (int64_t)(t - (uint64_t)c->origin);
 }
+/* Differences and sums of relative times wrap (times come from agents: any 64-bit value) rather
+ * than overflow, which C leaves undefined for signed integers; the bits sent are the same. */
+static int64_t dsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static int64_t dadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static void put_zone(client* c, const tmk_relay_zone* z) {
   if (!pass_thread(c, z->thread) || !pass_site(c, z->site)) return;
   int64_t t = rel(c, z->start_ns);
@@ -402,11 +448,11 @@ static void put_zone(client* c, const tmk_relay_zone* z) {
   }
   b_var(b, z->site);
   b_var(b, z->depth);
-  b_svar(b, t - c->zones_prev);
+  b_svar(b, dsub(t, c->zones_prev));
   b_var(b, z->dur_ns);
   c->zones_prev = t;
   c->zones_count++;
-  int64_t end = t + (int64_t)z->dur_ns;
+  int64_t end = dadd(t, (int64_t)z->dur_ns);
   if (end > c->last_t) c->last_t = end;
 }
 static void put_event(client* c, const tmk_relay_event* e) {
@@ -424,12 +470,12 @@ static void put_event(client* c, const tmk_relay_event* e) {
   case TMK_RELAY_EV_FRAME:
     b_u8(b, REC_FRAME);
     b_var(b, e->site);
-    b_svar(b, t - c->out_base);
+    b_svar(b, dsub(t, c->out_base));
     break;
   case TMK_RELAY_EV_PLOT:
     b_u8(b, REC_PLOT);
     b_var(b, e->site);
-    b_svar(b, t - c->out_base);
+    b_svar(b, dsub(t, c->out_base));
     b_f64(b, e->is_double ? e->d : (double)e->i);
     break;
   case TMK_RELAY_EV_MESSAGE:
@@ -438,7 +484,7 @@ static void put_event(client* c, const tmk_relay_event* e) {
     b_var(b, e->site);
     b_var(b, e->severity);
     b_var(b, e->verbosity);
-    b_svar(b, t - c->out_base);
+    b_svar(b, dsub(t, c->out_base));
     b_str(b, e->text ? e->text : "", e->text ? e->text_len : 0);
     break;
   case TMK_RELAY_EV_MARKER_BEGIN:
@@ -448,7 +494,7 @@ static void put_event(client* c, const tmk_relay_event* e) {
     b_var(b, e->thread);
     b_var(b, e->site);
     b_var(b, e->type == TMK_RELAY_EV_MARKER_BEGIN ? 0u : 1u);
-    b_svar(b, t - c->out_base);
+    b_svar(b, dsub(t, c->out_base));
     b_str(b, e->text ? e->text : "", e->text_len);
     break;
   default:
@@ -523,7 +569,7 @@ static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur
     if (n < 0 || k.oom) break;
     if ((size_t)n >= WS_QUERY_LIMIT && win > 1000000) { win /= 4; continue; }
     /* a zone overlapping two windows comes back twice: keep it only in the window of its start */
-    qsort(k.z, k.n, sizeof *k.z, zone_order);
+    if (k.n) qsort(k.z, k.n, sizeof *k.z, zone_order); /* k.z is NULL when nothing came */
     for (size_t i = 0; i < k.n; i++) {
       if (k.z[i].start_ns < t && t != t0) continue;
       put_zone(c, &k.z[i]);
@@ -563,7 +609,7 @@ static void start_subscription(client* c, const sub* s) {
   c->subscribed = 0;
   free(c->sites);
   c->sites = NULL;
-  c->nsites = 0;
+  c->nsites = c->sites_cap = 0;
   c->threads_seen = 0;
   c->teams_seen_hash = 0;
   c->origin_set = 0;
@@ -634,8 +680,8 @@ static void pump_live(client* c) {
       msg_room(c, from);
       zones_close(c);
       b_u8(&c->out, REC_GAP);
-      b_svar(&c->out, from - c->out_base);
-      b_svar(&c->out, to - c->out_base);
+      b_svar(&c->out, dsub(from, c->out_base));
+      b_svar(&c->out, dsub(to, c->out_base));
       b_var(&c->out, skipped);
       b_var(&c->out, 0);
       msg_flush(c);
@@ -643,7 +689,7 @@ static void pump_live(client* c) {
       c->st->stats.coalesced++;
       pthread_mutex_unlock(&c->st->mu);
       if (to > from) {
-        uint64_t a = (uint64_t)(from + c->origin), z = (uint64_t)(to + c->origin);
+        uint64_t a = (uint64_t)from + (uint64_t)c->origin, z = (uint64_t)to + (uint64_t)c->origin;
         msg_begin(c, MSG_DATA, from);
         send_range(c, a, z, (z - a) / WS_BACKFILL_PX, WS_QUERY_LIMIT);
       }
@@ -651,7 +697,7 @@ static void pump_live(client* c) {
     for (int i = 0; i < n; i++) {
       const tmk_relay_live_item* it = &items[i];
       uint32_t site = it->is_zone ? it->zone.site : it->event.site;
-      if (site && (site >= c->nsites || !c->sites[site].known)) need_meta = 1;
+      if (site && !site_of(c, site)) need_meta = 1;
     }
     if (need_meta) { send_meta(c, 0); need_meta = 0; }
     for (int i = 0; i < n; i++) {
@@ -798,7 +844,14 @@ static int parse_sub(const json_t* o, sub* s, char* err, size_t errcap) {
  * ============================================================================================ */
 static int ws_connect(const struct mg_connection* conn, void* ud) {
   tmk__stream* st = ud;
-  return st->authorize(st->auth_ud, conn) ? 0 : 1;
+  if (!st->authorize(st->auth_ud, conn)) return 1;
+  /* Each stream holds an HTTP worker thread for its life: past the cap they would take the
+   * API down (issue 15 item 6). relay_web.c answers 429 before this; this is the exact count. */
+  pthread_mutex_lock(&st->mu);
+  int ok = st->admitted < TMK__STREAM_MAX_CLIENTS;
+  if (ok) st->admitted++;
+  pthread_mutex_unlock(&st->mu);
+  return ok ? 0 : 1;
 }
 static void ws_ready(struct mg_connection* conn, void* ud) {
   client* c = calloc(1, sizeof *c);
@@ -856,7 +909,10 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
   return 1;
 }
 static void ws_close(const struct mg_connection* conn, void* ud) {
-  (void)ud;
+  tmk__stream* st = ud;
+  pthread_mutex_lock(&st->mu);
+  if (st->admitted) st->admitted--;
+  pthread_mutex_unlock(&st->mu);
   client* c = mg_get_user_connection_data(conn);
   if (!c) return;
   pthread_mutex_lock(&c->mu);
@@ -864,7 +920,6 @@ static void ws_close(const struct mg_connection* conn, void* ud) {
   pthread_mutex_unlock(&c->mu);
   on_data(c->st);
   if (c->started) pthread_join(c->thread, NULL);
-  tmk__stream* st = c->st;
   pthread_mutex_lock(&st->mu);
   for (client** p = &st->clients; *p; p = &(*p)->next)
     if (*p == c) { *p = c->next; break; }

@@ -20,5 +20,9 @@ void tmk__stream_free(tmk__stream* st);
 void tmk__stream_register(tmk__stream* st, struct mg_context* ctx, tmk_relay* r,
                           tmk__stream_auth_fn authorize, void* auth_ud);
 void tmk__stream_get_stats(tmk__stream* st, tmk_relay_stream_stats* out);
+/* Streams open at once: each holds one of the HTTP server's threads (TMK__HTTP_THREADS). */
+#define TMK__STREAM_MAX_CLIENTS 32
+/* 1 when TMK__STREAM_MAX_CLIENTS streams are open. */
+int tmk__stream_full(tmk__stream* st);
 
 #endif /* TMK_RELAY_STREAM_H */

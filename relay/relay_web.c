@@ -79,10 +79,42 @@ static int origin_ok(const struct mg_connection* conn) {
   return strcasecmp(p, host) == 0;
 }
 
+/* Without a token (loopback mode) the Host a browser sends must be a loopback address or
+ * localhost: a page of evil.example that resolves its name to 127.0.0.1 (DNS rebinding) sends
+ * Host: evil.example, matching its own Origin, and must not read the API (issue 15 item 10). */
+static int host_ok(const tmk_relay_web* w, const struct mg_connection* conn) {
+  if (w->token[0]) return 1; /* the token protects a relay on another address */
+  const char* host = mg_get_header(conn, "Host");
+  if (!host) return 1;       /* HTTP/1.0 tools; a browser always sends one */
+  char name[128];
+  size_t n = strlen(host);
+  if (n >= sizeof name) return 0;
+  memcpy(name, host, n + 1);
+  char* colon = name[0] == '[' ? strstr(name, "]:") : strrchr(name, ':');
+  if (colon) colon[name[0] == '[' ? 1 : 0] = 0; /* strip the port */
+  return tmk_relay_web_is_loopback(name);
+}
+
+/* A request that changes state (POST) must say it carries JSON — a cross-site form or
+ * text/plain POST cannot, without a CORS preflight, which the relay never grants — and a
+ * browser's Origin must be this relay. Tools send no Origin. */
+static int post_ok(const struct mg_connection* conn, const char** why) {
+  const char* ct = mg_get_header(conn, "Content-Type");
+  if (!ct || strncasecmp(ct, "application/json", 16) != 0) {
+    *why = "a POST needs Content-Type: application/json";
+    return 415;
+  }
+  if (!origin_ok(conn)) {
+    *why = "a POST from another site's page (Origin does not match the relay's host)";
+    return 403;
+  }
+  return 0;
+}
+
 /* The live stream's connect check (tmk__stream_auth_fn): token and Origin. */
 static int ws_authorized(void* ud, const struct mg_connection* conn) {
   const tmk_relay_web* w = ud;
-  if (!has_token(w, conn)) return 0;
+  if (!has_token(w, conn) || !host_ok(w, conn)) return 0;
   if ((w->check_origin || w->token[0]) && !origin_ok(conn)) return 0;
   return 1;
 }
@@ -99,8 +131,30 @@ static int auth_api(struct mg_connection* conn, void* ud) {
                          "in ?token=...)");
     return 0;
   }
+  if (!host_ok(w, conn)) {
+    tmk__http_send_error(conn, 403, TMK_EACCESS,
+                         "Host is not this relay: open the dashboard at http://127.0.0.1:PORT/ or "
+                         "http://localhost:PORT/ (a page of another site is reading the relay)");
+    return 0;
+  }
   if (ws && (w->check_origin || w->token[0]) && !origin_ok(conn)) {
     tmk__http_send_error(conn, 403, TMK_EACCESS, "WebSocket Origin does not match the relay's host");
+    return 0;
+  }
+  const struct mg_request_info* ri = mg_get_request_info(conn);
+  const char* why = NULL;
+  int st = 0;
+  if (ri && strcmp(ri->request_method, "GET") != 0 && strcmp(ri->request_method, "HEAD") != 0 &&
+      strcmp(ri->request_method, "OPTIONS") != 0)
+    st = post_ok(conn, &why);
+  if (st) {
+    tmk__http_send_error(conn, st, TMK_EACCESS, why);
+    return 0;
+  }
+  if (ws && tmk__stream_full(w->stream)) {
+    tmk__http_send_error(conn, 429, TMK_EAGAIN,
+                         "too many live streams open (32): close dashboards you no longer need; "
+                         "the API still answers");
     return 0;
   }
   return 1;

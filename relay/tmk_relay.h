@@ -258,6 +258,7 @@ typedef struct tmk_relay_desc {
   uint32_t reorder_packets;  /* reorder window in packets; 0 = 256 (2..65536) */
   uint32_t reorder_ms;       /* reorder window in ms; 0 = 100 (1..60000) */
   uint32_t stats_interval_ms;/* period of the "stats:" log line; 0 = 10000 */
+  uint32_t session_idle_ms;  /* a UDP session silent this long is no longer live; 0 = 10000 */
   struct {
     tmk_relay_log_fn fn;     /* NULL = silent */
     void* ud;

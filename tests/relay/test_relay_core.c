@@ -75,11 +75,50 @@ static void test_reorder_loss_by_window_and_age(void** state) {
   /* and again: now it is a duplicate */
   push(&ro, 4, 300, &g);
   assert_int_equal(ro.duplicated, 1);
-  /* a huge jump counts the gap without iterating over it */
-  push(&ro, 1000000000ull, 400, &g);
+  /* a jump short of TMK__REORDER_FAR counts the gap as lost */
+  push(&ro, 3000, 400, &g);
   tmk__reorder_tick(&ro, 400, 1, on_deliver, &g);
-  assert_int_equal(ro.lost, 1 + (1000000000ull - 13));
-  assert_int_equal(g.seqs[g.n - 1], 1000000000ull);
+  assert_int_equal(ro.lost, 1 + (3000 - 13));
+  assert_int_equal(g.seqs[g.n - 1], 3000);
+  tmk__reorder_free(&ro);
+}
+
+/* Issue 15 item 3: one packet far ahead (a spoofed seq of next + 2^40) is refused and counted;
+ * the session goes on. A run of them after a quiet second is an agent back from an outage: a
+ * new epoch. A run while the in-range stream is alive is not. */
+static void test_reorder_far_jump(void** state) {
+  (void)state;
+  tmk__reorder ro;
+  got g = {{0}, 0};
+  assert_int_equal(tmk__reorder_init(&ro, 16, 100), 0);
+  for (uint64_t s = 0; s < 10; s++) push(&ro, s, 0, &g);
+  assert_int_equal(push(&ro, 10 + (1ull << 40), 10, &g), 0);
+  assert_int_equal(push(&ro, 10 + TMK__REORDER_FAR, 10, &g), 0);
+  for (uint64_t s = 10; s < 20; s++) assert_int_equal(push(&ro, s, 20, &g), 1);
+  assert_int_equal(g.n, 20);
+  assert_int_equal(ro.lost, 0);
+  assert_int_equal(ro.refused, 2);
+  /* a run far ahead while the stream is alive (a packet in range every 10 ms): refused */
+  for (uint64_t k = 0; k < 20; k++) {
+    assert_int_equal(push(&ro, 100000 + k, 30 + 10 * k, &g), 0);
+    assert_int_equal(push(&ro, 20 + k, 30 + 10 * k, &g), 1);
+  }
+  assert_int_equal(ro.epochs, 0);
+  /* the stream jumps (an outage, a burst of kernel drops) and goes on from there: once nothing
+   * came in range for the window's 100 ms, the run starts a new epoch; the gap is loss */
+  for (uint64_t k = 0; k < TMK__REORDER_EPOCH_RUN; k++) push(&ro, 50000 + k, 400, &g);
+  assert_int_equal(ro.epochs, 1);
+  assert_int_equal(g.seqs[g.n - 1], 50000 + TMK__REORDER_EPOCH_RUN - 1);
+  push(&ro, 50000 + TMK__REORDER_EPOCH_RUN, 400, &g);
+  assert_int_equal(g.seqs[g.n - 1], 50000 + TMK__REORDER_EPOCH_RUN);
+  assert_int_equal(ro.lost, 50000 - 40);
+  /* a jump beyond any outage (a forged 2^40) is not counted as loss when it wins */
+  uint64_t lost = ro.lost;
+  for (uint64_t k = 0; k < TMK__REORDER_EPOCH_RUN; k++) push(&ro, (1ull << 40) + k, 600, &g);
+  assert_int_equal(ro.epochs, 2);
+  assert_int_equal(ro.lost, lost);
+  /* the old stream is now far behind: refused, not delivered */
+  assert_int_equal(push(&ro, 50100, 600, &g), 0);
   tmk__reorder_free(&ro);
 }
 
@@ -340,6 +379,134 @@ static void test_store_decode_query_and_budget(void** state) {
   tmk__store_free(st);
 }
 
+/* One big packet of `nzones` zones on `thread`, `gap` ticks apart. */
+static size_t make_thread_packet(uint8_t* out, size_t cap, uint64_t seq, uint32_t thread,
+                                 uint32_t nzones, uint64_t gap) {
+  static uint8_t body[60000];
+  static tmk_proto_zone z[8192];
+  tmk_proto_writer w;
+  tmk_proto_writer_init(&w, body, sizeof body);
+  assert_true(tmk_proto_put_thread(&w, thread) >= 0);
+  assert_true(nzones <= 8192);
+  for (uint32_t i = 0; i < nzones; i++) {
+    z[i].start = 1000000 + gap * i;
+    z[i].duration = 50;
+    z[i].site = 3;
+    z[i].depth = 0;
+  }
+  assert_int_equal(tmk_proto_put_zones(&w, z, nzones), (int)nzones);
+  int n = tmk_proto_finish(&w, 77, seq, out, cap, NULL);
+  assert_true(n > 0);
+  return (size_t)n;
+}
+
+typedef struct tz {
+  uint32_t want;
+  size_t n, wrong;
+} tz;
+static int check_thread(void* ud, const tmk_relay_zone* z) {
+  tz* c = ud;
+  c->n++;
+  if (z->thread != c->want) c->wrong++;
+  return 0;
+}
+
+/* Issue 15 item 1: chunks evicted after the thread table grew (and moved) must unlink from
+ * their own thread, not write through a pointer into the old table. */
+static void test_store_evict_after_thread_table_grows(void** state) {
+  (void)state;
+  tmk__store* st = tmk__store_new(1 << 20);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  static uint8_t pk[TMK_PROTO_MAX_PACKET];
+  for (uint32_t t = 0; t < 70; t++) {
+    size_t n = make_thread_packet(pk, sizeof pk, t, t, 3000, 100);
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), 3000);
+  }
+  tmk_relay_session_info info;
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_true(info.stats.evicted > 0);
+  assert_true(info.stats.mem_bytes <= (1 << 20));
+  size_t total = 0;
+  for (uint32_t t = 0; t < 70; t++) {
+    tmk_relay_query q;
+    memset(&q, 0, sizeof q);
+    q.thread = t;
+    q.limit = 1000000;
+    tz c = {t, 0, 0};
+    tmk__store_zones(st, &q, check_thread, &c);
+    assert_int_equal(c.wrong, 0);
+    total += c.n;
+  }
+  assert_int_equal(total + info.stats.evicted, info.stats.zones);
+  free(scratch);
+  tmk__store_free(st);
+}
+
+typedef struct zlist {
+  tmk_relay_zone z[20000];
+  size_t n;
+} zlist;
+static int list_zone(void* ud, const tmk_relay_zone* z) {
+  zlist* l = ud;
+  l->z[l->n++] = *z;
+  return 0;
+}
+
+/* Issue 15 item 7: a query in slices (the lock held per slice) returns what one pass returns,
+ * and goes on sensibly when chunks are evicted between two slices. */
+static void test_store_query_slices(void** state) {
+  (void)state;
+  tmk__store* st = tmk__store_new(1 << 20);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  static uint8_t pk[TMK_PROTO_MAX_PACKET];
+  for (uint32_t t = 0; t < 3; t++) {
+    size_t n = make_thread_packet(pk, sizeof pk, t, t, 3000, 100);
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), 3000);
+  }
+  static zlist whole, sliced;
+  tmk_relay_query q;
+  memset(&q, 0, sizeof q);
+  q.thread = -1;
+  q.limit = 1000000;
+  q.t0_ns = 1000000 + 50000;
+  whole.n = sliced.n = 0;
+  tmk__store_zones(st, &q, list_zone, &whole);
+  tmk__store_cursor cur;
+  memset(&cur, 0, sizeof cur);
+  while (!cur.done) {
+    int k = tmk__store_zones_slice(st, &q, &cur, sliced.z + sliced.n, 7);
+    assert_true(k >= 0 && k <= 7);
+    sliced.n += (size_t)k;
+  }
+  assert_int_equal(sliced.n, whole.n);
+  assert_memory_equal(sliced.z, whole.z, whole.n * sizeof whole.z[0]);
+  /* evictions between slices: no zone twice, none from before the cursor, and it ends */
+  memset(&cur, 0, sizeof cur);
+  sliced.n = 0;
+  q.thread = 1;
+  uint32_t t = 3;
+  while (!cur.done) {
+    int k = tmk__store_zones_slice(st, &q, &cur, sliced.z + sliced.n, 50);
+    sliced.n += (size_t)k;
+    size_t n = make_thread_packet(pk, sizeof pk, t, t, 3000, 100);
+    tmk__store_packet(st, pk, n, scratch);
+    t++;
+    assert_true(t < 200);
+  }
+  tmk_relay_session_info info;
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_true(info.stats.evicted > 0);
+  assert_true(sliced.n > 0 && sliced.n < 3000);
+  for (size_t i = 1; i < sliced.n; i++) {
+    assert_int_equal(sliced.z[i].thread, 1);
+    assert_true(sliced.z[i].start_ns > sliced.z[i - 1].start_ns);
+  }
+  free(scratch);
+  tmk__store_free(st);
+}
+
 static void test_store_live_ring(void** state) {
   (void)state;
   tmk__store* st = tmk__store_new(64 << 20);
@@ -405,10 +572,13 @@ int main(void) {
       cmocka_unit_test(test_reorder_in_order_and_swaps),
       cmocka_unit_test(test_reorder_loss_by_window_and_age),
       cmocka_unit_test(test_reorder_late_join),
+      cmocka_unit_test(test_reorder_far_jump),
       cmocka_unit_test(test_recording_roundtrip_and_every_torn_tail),
       cmocka_unit_test(test_crc32c_check_value),
       cmocka_unit_test(test_agent_file),
       cmocka_unit_test(test_store_decode_query_and_budget),
+      cmocka_unit_test(test_store_evict_after_thread_table_grows),
+      cmocka_unit_test(test_store_query_slices),
       cmocka_unit_test(test_store_live_ring),
       cmocka_unit_test(test_json_escaping),
   };

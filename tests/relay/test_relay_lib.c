@@ -382,6 +382,53 @@ static void test_two_relays(void** state) {
 }
 
 /* A relay that never ran, and a stop asked before run: both end cleanly. */
+/* Issue 15 item 8: a target stopped in a debugger (idle: not live, not ended) must not be
+ * evicted by one host churning sessions (one DATA and a BYE each, from the target's own
+ * address): ended sessions count toward their host's half of max_sessions and go first. */
+static void test_paused_session_kept(void** state) {
+  (void)state;
+  tmk_relay_desc d;
+  memset(&d, 0, sizeof d);
+  d.max_sessions = 4;
+  d.session_idle_ms = 200;
+  running rr;
+  start(&rr, &d);
+  int port = tmk_relay_listen_port(rr.r);
+  agent p;
+  agent_open(&p, port, 0x9a05ed0000000001ull);
+  agent_hello(&p);
+  for (uint64_t s = 0; s < 5; s++) agent_data(&p, s);
+  wait_totals(rr.r, packets_at_least, 5);
+  char id[32];
+  sid_str(p.sid, id, sizeof id);
+  tmk_relay_session_info info;
+  for (int i = 0; i < 300; i++) { /* idle detection runs once a second */
+    assert_int_equal(tmk_relay_session(rr.r, id, &info), 0);
+    if (!info.live) break;
+    sleep_ms(10);
+  }
+  assert_false(info.live);
+  for (uint64_t k = 0; k < 12; k++) {
+    agent c;
+    agent_open(&c, port, 0xc4c4000000000000ull + k);
+    agent_data(&c, 0);
+    uint8_t bye[64];
+    int n = tmk_proto_encode_bye(bye, sizeof bye, c.sid);
+    assert_true(n > 0);
+    agent_send_raw(&c, bye, (size_t)n);
+    close(c.fd);
+    sleep_ms(5);
+  }
+  sleep_ms(300); /* the churned sessions evict each other, so no total to wait for */
+  assert_int_equal(tmk_relay_session(rr.r, id, &info), 0); /* still there */
+  assert_int_equal(info.stats.zones, 5 * 9);
+  tmk_relay_totals t;
+  tmk_relay_get_stats(rr.r, &t);
+  assert_true(t.sessions <= 2); /* this host's half */
+  close(p.fd);
+  finish(&rr);
+}
+
 static void test_lifecycle_edges(void** state) {
   (void)state;
   tmk_relay* r = NULL;
@@ -404,6 +451,7 @@ int main(void) {
       cmocka_unit_test(test_ingest_reorder_store),
       cmocka_unit_test(test_loss_and_bad_input),
       cmocka_unit_test(test_two_relays),
+      cmocka_unit_test(test_paused_session_kept),
       cmocka_unit_test(test_lifecycle_edges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -150,7 +150,7 @@ test('bad analysis parameters get a clear 400 / 404', async () => {
   }
   const nf = await getJSON(relay, '/api/sessions/nosuch/stats');
   assert.equal(nf.status, 404);
-  const post = await getJSON(relay, `${S()}/stats`, { method: 'POST', body: '{}' });
+  const post = await getJSON(relay, `${S()}/stats`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
   assert.equal(post.status, 405);
   // many at once: all answered, each correct or told to come back (503), never wrong
   const many = await Promise.all(Array.from({ length: 12 }, () => getJSON(relay, `${S()}/stats?limit=1`)));

@@ -99,7 +99,7 @@ describe('level of detail', () => {
       'full=2', 'level=6', 'mask=4294967296', 'level=-1', 'thread=abc', 'thread=4294967296', 't0=-5', 't0=x', 't1=1&t0=2', 't0=99999999999999999999999'])
       isError(await getJSON(relay, `${p}?${q}`), 400);
     isError(await getJSON(relay, '/api/sessions/0123456789abcdef/lod'), 404, 'ENOTFOUND');
-    isError(await getJSON(relay, p, { method: 'POST' }), 405);
+    isError(await getJSON(relay, p, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' }), 405);
     const wide = await getJSON(relay, `${p}?t0=0&t1=18446744073709551615&buckets=16384&limit=1000`);
     assert.equal(wide.status, 200, wide.text);
     assert.ok(wide.json.count <= 1000);

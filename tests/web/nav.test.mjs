@@ -209,10 +209,10 @@ describe('dashboard navigation', () => {
     // record a fresh demo session, then open the file
     const demo = startDemo(relay, ['--seconds', '4']);
     const live = await until(async () => { const r = await getJSON(relay, '/api/sessions'); return r.json.find((v) => v.live && v.id !== s.id && v.stats.zones > 0); }, 15000, 'a second demo');
-    const st = await getJSON(relay, `/api/sessions/${live.id}/record/start`, { method: 'POST' });
+    const st = await getJSON(relay, `/api/sessions/${live.id}/record/start`, { method: 'POST', headers: { 'Content-Type': 'application/json' } });
     assert.equal(st.status, 200, st.text);
     await demo.exited;
-    await until(async () => (await getJSON(relay, `/api/sessions/${live.id}`)).json.recording === false || (await getJSON(relay, `/api/sessions/${live.id}/record/stop`, { method: 'POST' })).status === 200, 10000, 'recording stopped');
+    await until(async () => (await getJSON(relay, `/api/sessions/${live.id}`)).json.recording === false || (await getJSON(relay, `/api/sessions/${live.id}/record/stop`, { method: 'POST', headers: { 'Content-Type': 'application/json' } })).status === 200, 10000, 'recording stopped');
     const name = path.basename(st.json.path);
     const opened = await getJSON(relay, '/api/recordings/open', { method: 'POST', body: JSON.stringify({ name }), headers: { 'Content-Type': 'application/json' } });
     assert.equal(opened.status, 200, opened.text);

@@ -23,7 +23,8 @@ function withToken(path) {
 }
 async function api(method, path, body) {
   const opt = { method, headers: {} };
-  if (body !== undefined) { opt.body = JSON.stringify(body); opt.headers['Content-Type'] = 'application/json'; }
+  if (body !== undefined) opt.body = JSON.stringify(body);
+  if (method !== 'GET') opt.headers['Content-Type'] = 'application/json'; // the relay requires it of a POST
   const r = await fetch(withToken(path), opt);
   let j = null;
   try { j = await r.json(); } catch (e) { j = null; }
