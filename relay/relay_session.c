@@ -196,7 +196,7 @@ tmk__session* tmk__session_get(tmk_relay* r, const char* id) {
  * ------------------------------------------------------------------------------------------- */
 static void copy_str(char* dst, size_t cap, const tmk_proto_str* s) {
   size_t n = s->len < cap - 1 ? s->len : cap - 1;
-  memcpy(dst, s->ptr, n);
+  if (n) memcpy(dst, s->ptr, n); /* an absent HELLO field (§6.1 build/label) has ptr NULL */
   dst[n] = 0;
 }
 
