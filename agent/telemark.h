@@ -102,6 +102,10 @@ typedef struct tmk_agent_desc {
                                  relay says WELCOME, and again once it is gone (TCP closed, or
                                  no WELCOME to the 1 s HELLOs over UDP for 3 s). Not for one-way
                                  links: they never hear WELCOME */
+  const char* build;          /* 0: none. Build id sent in HELLO, e.g. "4121" (copied, at most
+                                 64 bytes); the relay's history groups by it */
+  const char* label;          /* 0: none. Free label sent in HELLO, e.g. "nightly" (copied,
+                                 at most 64 bytes) */
 } tmk_agent_desc;
 
 typedef struct tmk_agent_stats {

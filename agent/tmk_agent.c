@@ -439,6 +439,10 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
                       (d.clock.bits < 8 || d.clock.bits > 32))))
     return TMK_EINVAL;
 
+  if ((d.build && strlen(d.build) > TMK_PROTO_MAX_LABEL) ||
+      (d.label && strlen(d.label) > TMK_PROTO_MAX_LABEL))
+    return TMK_EINVAL;
+
   gen = tmk__g.gen;
   memset(&tmk__g, 0, sizeof tmk__g);
   tmk__g.gen = gen;

@@ -27,6 +27,8 @@
 typedef struct tmk__flusher {
   char host[256]; /* copies: the caller's strings need not outlive init */
   char program[128];
+  char build[TMK_PROTO_MAX_LABEL + 1]; /* HELLO §6.1 trailing fields, "" when not given */
+  char label[TMK_PROTO_MAX_LABEL + 1];
   const char* team_names[32];
   uint64_t session_id;
   uint64_t seq;
@@ -576,6 +578,10 @@ int tmk__send_hello(void) {
   h.caps = (g->lz4_on ? TMK_CAP_LZ4 : 0u) | (is_socket(g) ? TMK_CAP_CONTROL : 0u) |
            (g->tr.kind == TMK_TRANSPORT_TCP ? TMK_CAP_TCP : 0u);
   h.max_packet = g->max_packet;
+  h.build.ptr = g->build;
+  h.build.len = (uint32_t)strlen(g->build);
+  h.label.ptr = g->label;
+  h.label.len = (uint32_t)strlen(g->label);
   g->last_hello_ms = tmk__ms();
   if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
   n = tmk_proto_encode_hello(g->out + 3, g->out_cap - 3u, g->session_id, &h);
@@ -651,6 +657,8 @@ int tmk__flush_open(const tmk__flush_config* c) {
   if (strlen(d->relay_host) >= sizeof g->host) return TMK_EINVAL;
   strcpy(g->host, d->relay_host);
   strncpy(g->program, d->program, sizeof g->program - 1);
+  strncpy(g->build, d->build ? d->build : "", sizeof g->build - 1); /* length checked at init */
+  strncpy(g->label, d->label ? d->label : "", sizeof g->label - 1);
   for (i = 0; i < 32; i++) g->team_names[i] = d->team_names[i];
   g->session_id = c->session_id;
   g->max_packet = c->max_packet;

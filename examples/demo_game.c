@@ -28,6 +28,8 @@ static void usage(FILE* f) {
           "  --relay HOST:PORT     where telemark-relay listens (default 127.0.0.1:7720)\n"
           "  --transport T         udp (default, TCP if UDP is unavailable), tcp, or file\n"
           "  --file PATH           file transport output (default telemark-demo.tmk)\n"
+          "  --build ID            build id sent in HELLO (history groups by it)\n"
+          "  --label TEXT          free label sent in HELLO\n"
           "  --help                this text\n");
 }
 
@@ -82,6 +84,10 @@ int main(int argc, char** argv) {
       i++;
     } else if (strcmp(a, "--file") == 0 && v) {
       d.file_path = v, i++;
+    } else if (strcmp(a, "--build") == 0 && v) {
+      d.build = v, i++;
+    } else if (strcmp(a, "--label") == 0 && v) {
+      d.label = v, i++;
     } else {
       fprintf(stderr, "telemark-demo: unknown or incomplete option '%s'\n", a);
       usage(stderr);

@@ -209,7 +209,13 @@ typedef struct tmk_proto_hello {
   uint64_t timer_freq; /* ticks per second */
   uint32_t caps;       /* TMK_CAP_* */
   uint32_t max_packet;
+  /* Optional trailing fields (§6.1): empty when absent. An encoder writes both when either is
+   * non-empty; a decoder that meets a HELLO from an older agent leaves them empty. */
+  tmk_proto_str build; /* build id, e.g. "4121" or a commit; at most TMK_PROTO_MAX_LABEL bytes */
+  tmk_proto_str label; /* free label, e.g. "nightly" or a device name; same limit */
 } tmk_proto_hello;
+
+#define TMK_PROTO_MAX_LABEL 64 /* longest HELLO build / label string (§6.1) */
 
 typedef struct tmk_proto_welcome {
   uint32_t proto_version;

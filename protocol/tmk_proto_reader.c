@@ -388,6 +388,17 @@ int tmk_proto_read_hello(tmk_proto_reader* r, tmk_proto_hello* h) {
   h->caps = tmk__in_u32(&in);
   h->max_packet = tmk__in_max(&in, TMK_PROTO_MAX_PACKET);
   if (!in.err && h->timer_freq == 0) in.err = TMK_ERANGE;
+  if (!in.err && in.p < in.end) {
+    /* §6.1 optional trailing fields build, label. A tail that does not decode as them is
+     * ignored like any unknown tail (both stay empty): it never fails the HELLO. */
+    tmk__in t = in;
+    tmk_proto_str b = tmk__in_str(&t, TMK_PROTO_MAX_LABEL), l = {"", 0};
+    if (!t.err && t.p < t.end) l = tmk__in_str(&t, TMK_PROTO_MAX_LABEL);
+    if (!t.err) {
+      h->build = b;
+      h->label = l;
+    }
+  }
   return in.err;
 }
 

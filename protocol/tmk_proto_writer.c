@@ -532,6 +532,12 @@ int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk
   tmk__ob_var(&o, h->timer_freq);
   tmk__ob_var(&o, h->caps);
   tmk__ob_var(&o, h->max_packet);
+  if (h->build.len || h->label.len) { /* §6.1 optional trailing fields */
+    if (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL)
+      return TMK_ETOOBIG;
+    tmk__ob_pstr(&o, h->build);
+    tmk__ob_pstr(&o, h->label);
+  }
   return tmk__ctl_close(&o, out);
 }
 

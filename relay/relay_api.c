@@ -204,6 +204,8 @@ static const struct session_field {
     FIELD("platform", F_STR, platform),
     FIELD("arch", F_STR, arch),
     FIELD("agent_version", F_STR, agent_version),
+    FIELD("build", F_STR, build),
+    FIELD("label", F_STR, label),
     FIELD("byte_order", F_BYTE_ORDER, big_endian),
     FIELD("pointer_size", F_INT, pointer_size),
     FIELD("timer_freq", F_U64, timer_freq),
@@ -624,7 +626,46 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   tmk__json_u64(&j, atomic_load(&r->garbage));
   tmk__json_key(&j, "rejected_sessions");
   tmk__json_u64(&j, atomic_load(&r->rejected_sessions));
+  tmk__json_key(&j, "clickhouse"); /* the history sink's counters, null when off */
+  if (r->ch) tmk__ch_json_stats(r->ch, &j);
+  else tmk__json_null(&j);
   tmk__json_end_obj(&j);
+  return reply(conn, 200, &j);
+}
+
+/* GET /api/history/NAME?...: the history sink's fixed queries (docs/CLICKHOUSE.md). */
+typedef struct hist_params {
+  const struct mg_request_info* ri;
+  char vals[8][300];
+  int used;
+} hist_params;
+
+static const char* hist_get(void* ud, const char* key) {
+  hist_params* p = ud;
+  if (!p->ri->query_string || p->used == 8) return NULL;
+  char* v = p->vals[p->used];
+  int n = mg_get_var(p->ri->query_string, strlen(p->ri->query_string), key, v, sizeof p->vals[0]);
+  if (n < 0) return n == -1 ? NULL : "\x01"; /* -2: too long, refused by the quoting */
+  p->used++;
+  return v;
+}
+
+static int h_history(struct mg_connection* conn, tmk_relay* r, const char* name) {
+  if (!r->ch)
+    return tmk__http_send_error(conn, 404, TMK_ENOTFOUND,
+                                "history needs ClickHouse: start telemark-relay with --clickhouse URL");
+  hist_params p;
+  p.ri = mg_get_request_info(conn);
+  p.used = 0;
+  char err[300];
+  tmk__json j;
+  tmk__json_init(&j);
+  int rc = tmk__ch_history(r->ch, name, hist_get, &p, &j, err, sizeof err);
+  if (rc < 0) {
+    tmk__json_free(&j);
+    return tmk__http_send_error(conn, rc == TMK_EINVAL ? 400 : rc == TMK_ENOTFOUND ? 404 : 502, rc,
+                                err);
+  }
   return reply(conn, 200, &j);
 }
 
@@ -668,6 +709,10 @@ static int api_handler(struct mg_connection* conn, void* cbdata) {
   if (strcmp(uri, "/api/recordings") == 0) {
     if (!get) return tmk__http_send_error(conn, 405, TMK_EINVAL, "use GET");
     return h_recordings(conn, r);
+  }
+  if (strncmp(uri, "/api/history/", 13) == 0) {
+    if (!get) return tmk__http_send_error(conn, 405, TMK_EINVAL, "use GET");
+    return h_history(conn, r, uri + 13);
   }
   if (strcmp(uri, "/api/recordings/open") == 0) {
     if (!post) return tmk__http_send_error(conn, 405, TMK_EINVAL, "use POST");

@@ -183,6 +183,17 @@ int tmk__store_live_attach(tmk__store* st, uint64_t* cursor);
 void tmk__store_live_detach(tmk__store* st);
 int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* out, size_t cap,
                          uint64_t* skipped);
+/* A tap sees every zone (paired markers included), frame, plot, message, site descriptor and
+ * thread name as the store accepts it, times in ns (the history sink, relay_clickhouse.c). Strings
+ * are valid during the call only. Called with the caller's lock held: copy, never block. */
+typedef struct tmk__store_tap {
+  void (*zone)(void* ud, const tmk_relay_zone* z);
+  void (*event)(void* ud, const tmk_relay_event* e); /* FRAME, PLOT, MESSAGE only */
+  void (*site)(void* ud, const tmk_relay_site* s);
+  void (*thread)(void* ud, uint32_t thread, const char* name, uint32_t len);
+  void* ud;
+} tmk__store_tap;
+void tmk__store_set_tap(tmk__store* st, const tmk__store_tap* tap);
 
 /* =============================================================================================
  * Recording format (relay_recording.c) — docs/RECORDING.md

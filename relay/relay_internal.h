@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <uv.h>
 
+#include "relay_clickhouse.h"
 #include "relay_core.h"
 
 #define TMK_RELAY_VERSION "0.1.0"
@@ -39,6 +40,9 @@ typedef struct tmk_relay_config {
   uint32_t reorder_ms;
   uint32_t stats_interval_ms;
   uint32_t session_idle_ms;
+  char clickhouse_url[512];      /* --clickhouse: history sink, "" = off (docs/CLICKHOUSE.md) */
+  char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
+  uint64_t clickhouse_spill_max;  /* bytes; 0 = 1 GiB */
 } tmk_relay_config;
 
 
@@ -95,6 +99,7 @@ struct tmk__session {
   struct tmk__pending* pending_tail;
   size_t pending_bytes;
   tmk__session* hnext;          /* loop-side hash chain by sid */
+  tmk__ch_sess* ch;             /* history sink state (relay_clickhouse.c), NULL without */
 };
 
 typedef struct tmk__cmd tmk__cmd;
@@ -153,6 +158,7 @@ struct tmk_relay {
   int http_port_bound;
   char http_start_error[256];   /* civetweb's first message while starting */
   atomic_int analyses;          /* …/stats and …/occurrences running now (relay_analysis.c) */
+  tmk__ch* ch;                  /* --clickhouse history sink, NULL without */
 };
 
 /* ---- relay_session.c ---------------------------------------------------------------------- */

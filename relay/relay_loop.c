@@ -36,6 +36,16 @@ static int config_from_desc(const tmk_relay_desc* d, tmk_relay_config* c) {
     return TMK_EINVAL;
   c->stats_interval_ms = d->stats_interval_ms ? d->stats_interval_ms : 10000;
   c->session_idle_ms = d->session_idle_ms ? d->session_idle_ms : 10000;
+  if (copy_str(c->clickhouse_url, sizeof c->clickhouse_url, d->clickhouse.url, ""))
+    return TMK_EINVAL;
+  if (d->clickhouse.spill_dir) {
+    if (copy_str(c->clickhouse_spill_dir, sizeof c->clickhouse_spill_dir, d->clickhouse.spill_dir, ""))
+      return TMK_EINVAL;
+  } else if ((size_t)snprintf(c->clickhouse_spill_dir, sizeof c->clickhouse_spill_dir,
+                              "%s/clickhouse-spill", c->data_dir) >= sizeof c->clickhouse_spill_dir) {
+    return TMK_EINVAL;
+  }
+  c->clickhouse_spill_max = d->clickhouse.spill_max;
   for (int i = 0; i < TMK_RELAY_MAX_HOOKS; i++) {
     c->hook_fn[i] = d->http_hooks[i].fn;
     c->hook_ud[i] = d->http_hooks[i].ud;
@@ -121,6 +131,7 @@ static void on_tick(uv_timer_t* t) {
   uint64_t now = uv_now(r->loop);
   tmk__ingest_tick(r, now);
   tmk__control_tick(r, now);
+  if (r->ch) tmk__ch_tick(r->ch, r, now);
   if (now - r->last_second_ms >= 1000) {
     int sync = now - r->last_sync_ms >= 5000;
     if (sync) r->last_sync_ms = now;
@@ -138,6 +149,7 @@ static void on_stop(uv_async_t* h) {
   tmk__serial_stop(r);
   tmk__control_drain(r);
   tmk__sessions_shutdown(r);
+  if (r->ch) tmk__ch_shutdown(r->ch, r, 3000); /* send for up to 3 s, spill the rest */
   tmk__http_stop(r);
   uv_timer_stop(&r->tick);
   uv_close((uv_handle_t*)&r->tick, NULL);
@@ -159,6 +171,7 @@ static void relay_free(tmk_relay* r) {
   uv_run(r->loop, UV_RUN_DEFAULT);
   uv_loop_close(r->loop);
   tmk__serial_free(r);
+  tmk__ch_free(r->ch); /* joins the sink thread (after tmk__ch_shutdown it has drained) */
   for (uint32_t i = 0; i < r->nsessions; i++) tmk__session_unref(r->sessions[i]);
   free(r->sessions);
   free(r->scratch);
@@ -196,6 +209,21 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
   pthread_cond_init(&r->query_cv, NULL);
   uv_async_init(r->loop, &r->stop_async, on_stop);
   r->stop_async.data = r;
+  if (cfg.clickhouse_url[0]) { /* the history sink, before any session exists */
+    char err[300];
+    tmk__ch_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.url = cfg.clickhouse_url;
+    cd.spill_dir = cfg.clickhouse_spill_dir;
+    cd.spill_max = cfg.clickhouse_spill_max;
+    cd.log = &r->log;
+    r->ch = tmk__ch_new(&cd, err, sizeof err);
+    if (!r->ch) {
+      tmk_relay__log(&r->log, TMK_LOG_ERROR, "%s", err);
+      relay_free(r);
+      return TMK_EINVAL;
+    }
+  }
   if (tmk__ingest_start(r) != 0 || tmk__http_start(r) != 0) {
     tmk__ingest_stop(r);
     relay_free(r);

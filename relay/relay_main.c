@@ -33,6 +33,9 @@ typedef struct cli_opts {
   char team_names[32][64];
   const char* serial[TMK_RELAY_MAX_SERIAL]; /* --serial, as given (argv outlives the relay) */
   int nserial;
+  char clickhouse_url[512];       /* --clickhouse, "" = off */
+  char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
+  uint64_t clickhouse_spill_max;
 } cli_opts;
 
 static void cli_defaults(cli_opts* c) {
@@ -81,6 +84,13 @@ static void usage(FILE* out) {
           "                           printed in the dashboard URL unless given)\n"
           "  --team BIT=NAME          name team verbosity bit BIT (0..31) in the dashboard,\n"
           "                           over the agent's name; repeatable\n"
+          "  --clickhouse URL         stream every live session into ClickHouse for the\n"
+          "                           history view, e.g. http://127.0.0.1:8123/?database=telemark\n"
+          "                           (docs/CLICKHOUSE.md; tables are created if missing)\n"
+          "  --clickhouse-spill SIZE  disk space for batches ClickHouse did not take yet\n"
+          "                           (default 1G); beyond it batches are dropped and counted\n"
+          "  --clickhouse-spill-dir DIR  where they wait (default DATA_DIR/clickhouse-spill);\n"
+          "                           sent when ClickHouse is back, also after a restart\n"
           "  --help                   this text\n"
           "  --version                print the version\n"
           "\n"
@@ -190,7 +200,9 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
                                              "--data-dir",       "--max-sessions",
                                              "--session-memory", "--reorder-window",
                                              "--log-level",      "--token",
-                                             "--team",           "--serial"};
+                                             "--team",           "--serial",
+                                             "--clickhouse", "--clickhouse-spill",
+                                             "--clickhouse-spill-dir"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       if (strcmp(a, with_value[k]) == 0) known = 1;
@@ -204,6 +216,29 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
       if (n < 8 || n >= sizeof cfg->token || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~") != n)
         return bad_flag("--token '%s': expected 8..79 characters from A-Z a-z 0-9 - _ . ~%s", v, "");
       memcpy(cfg->token, v, n + 1);
+      continue;
+    }
+    if (strcmp(a, "--clickhouse") == 0) {
+      char err[300];
+      if (strlen(v) >= sizeof cfg->clickhouse_url || tmk__ch_check_url(v, err, sizeof err)) {
+        fprintf(stderr, "telemark-relay: %s\n(see telemark-relay --help)\n",
+                strlen(v) >= sizeof cfg->clickhouse_url ? "--clickhouse: URL too long" : err);
+        return EXIT_USAGE;
+      }
+      snprintf(cfg->clickhouse_url, sizeof cfg->clickhouse_url, "%s", v);
+      continue;
+    }
+    if (strcmp(a, "--clickhouse-spill") == 0) {
+      size_t sz;
+      if (parse_size(v, &sz) || sz < ((size_t)1 << 20))
+        return bad_flag("--clickhouse-spill '%s': expected a size of at least 1M, e.g. 1G%s", v, "");
+      cfg->clickhouse_spill_max = sz;
+      continue;
+    }
+    if (strcmp(a, "--clickhouse-spill-dir") == 0) {
+      if (!*v || strlen(v) >= sizeof cfg->clickhouse_spill_dir)
+        return bad_flag("--clickhouse-spill-dir '%s': empty or too long%s", v, "");
+      snprintf(cfg->clickhouse_spill_dir, sizeof cfg->clickhouse_spill_dir, "%s", v);
       continue;
     }
     if (strcmp(a, "--team") == 0) {
@@ -329,6 +364,9 @@ int main(int argc, char** argv) {
   desc.log.fn = tmk_relay_log_to_file;
   desc.log.ud = stderr;
   desc.log.level = cfg.log_level;
+  desc.clickhouse.url = cfg.clickhouse_url[0] ? cfg.clickhouse_url : NULL;
+  desc.clickhouse.spill_dir = cfg.clickhouse_spill_dir[0] ? cfg.clickhouse_spill_dir : NULL;
+  desc.clickhouse.spill_max = cfg.clickhouse_spill_max;
 
   /* The dashboard: embedded page, live stream, token when --http is not loopback. */
   tmk_relay_web* web = NULL;

@@ -51,6 +51,10 @@ tmk__session* tmk__session_new(tmk_relay* r, uint64_t sid, const char* id, int r
   s->info.created_unix_ns = tmk__unix_ns();
   s->info.control_level = -1;
   s->last_packet_ms = tmk__now_ms();
+  if (!replay && r->ch && tmk__ch_session_attach(r->ch, s) != 0) { /* history sink */
+    tmk__session_unref(s);
+    return NULL;
+  }
   return s;
 }
 
@@ -68,6 +72,7 @@ void tmk__session_unref(tmk__session* s) {
   tmk__reorder_free(&s->ro);
   pthread_mutex_destroy(&s->mu);
   free(s->hello);
+  tmk__ch_sess_free(s->ch);
   free(s);
 }
 
@@ -141,6 +146,7 @@ int tmk__session_evict(tmk_relay* r, const struct sockaddr* src) {
   for (tmk__conn* c = r->conns; c; c = c->next) /* none should, but never leave one dangling */
     if (c->session == victim) c->session = NULL;
   if (!victim->replay) unlink_sid(r, victim);
+  if (r->ch) tmk__ch_session_final(r->ch, victim); /* history sink: last counters */
   tmk__session_unref(victim);
   return 0;
 }
@@ -190,7 +196,7 @@ tmk__session* tmk__session_get(tmk_relay* r, const char* id) {
  * ------------------------------------------------------------------------------------------- */
 static void copy_str(char* dst, size_t cap, const tmk_proto_str* s) {
   size_t n = s->len < cap - 1 ? s->len : cap - 1;
-  memcpy(dst, s->ptr, n);
+  if (n) memcpy(dst, s->ptr, n); /* an absent HELLO field (§6.1 build/label) has ptr NULL */
   dst[n] = 0;
 }
 
@@ -217,6 +223,8 @@ static void apply_locked(tmk__session* s, const uint8_t* packet, size_t len, voi
     copy_str(in->platform, sizeof in->platform, &h.platform);
     copy_str(in->arch, sizeof in->arch, &h.arch);
     copy_str(in->agent_version, sizeof in->agent_version, &h.agent_version);
+    copy_str(in->build, sizeof in->build, &h.build);
+    copy_str(in->label, sizeof in->label, &h.label);
     in->big_endian = h.big_endian;
     in->pointer_size = h.pointer_size;
     in->timer_freq = h.timer_freq;

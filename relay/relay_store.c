@@ -108,6 +108,7 @@ struct tmk__store {
   int have_time;
   uint64_t clock_ticks, clock_unix_ns;
   uint64_t next_serial;   /* serial of the last chunk allocated */
+  tmk__store_tap tap;     /* history sink (fn 0: none) */
   tmk_proto_record* recs; /* one decoded packet, before it is stored */
   size_t recs_cap;
   /* live ring */
@@ -154,6 +155,11 @@ void tmk__store_free(tmk__store* st) {
 }
 
 void tmk__store_set_freq(tmk__store* st, uint64_t freq) { st->freq = freq; }
+
+void tmk__store_set_tap(tmk__store* st, const tmk__store_tap* tap) {
+  if (tap) st->tap = *tap;
+  else memset(&st->tap, 0, sizeof st->tap);
+}
 
 static uint64_t to_ns(const tmk__store* st, uint64_t ticks) {
   return st->freq ? tmk_proto_ticks_to_ns(ticks, st->freq) : ticks;
@@ -480,6 +486,16 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   note_time(st, start, start + dur);
   st->zones++;
   if (st->ring) live_zone(st, t->id, start, dur, site_id, depth, flags);
+  if (st->tap.zone) {
+    tmk_relay_zone tz;
+    tz.start_ns = to_ns(st, start);
+    tz.dur_ns = to_ns(st, start + dur) - tz.start_ns;
+    tz.thread = t->id;
+    tz.site = site_id;
+    tz.depth = depth;
+    tz.flags = flags;
+    st->tap.zone(st->tap.ud, &tz);
+  }
   return 0;
 }
 
@@ -516,6 +532,16 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_record* recs, si
       if (q->start < lo) lo = q->start;
       if (q->start + dur > hi) hi = q->start + dur;
       if (st->ring) live_zone(st, t->id, q->start, dur, q->site, q->depth, 0);
+      if (st->tap.zone) { /* history sink: the same zone as stored */
+        tmk_relay_zone tz;
+        tz.start_ns = to_ns(st, q->start);
+        tz.dur_ns = to_ns(st, q->start + dur) - tz.start_ns;
+        tz.thread = t->id;
+        tz.site = q->site;
+        tz.depth = q->depth;
+        tz.flags = 0;
+        st->tap.zone(st->tap.ud, &tz);
+      }
     }
     c->count += k;
     c->tmin = lo;
@@ -560,10 +586,11 @@ static int add_event(tmk__store* st, thread* t, const tmk_relay_event* e, uint64
   if (ticks < c->tmin) c->tmin = ticks;
   if (ticks > c->tmax) c->tmax = ticks;
   note_time(st, ticks, ticks);
-  if (st->ring) {
+  if (st->ring || (st->tap.event && e->type <= TMK_RELAY_EV_MESSAGE)) {
     tmk_relay_event le = *e;
     le.time_ns = to_ns(st, ticks);
-    live_event(st, &le);
+    if (st->ring) live_event(st, &le);
+    if (st->tap.event && e->type <= TMK_RELAY_EV_MESSAGE) st->tap.event(st->tap.ud, &le);
   }
   return 0;
 }
@@ -603,6 +630,11 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
            memcmp(s->file, rec->u.site.file.ptr, rec->u.site.file.len) != 0) &&
           set_string(st, &s->file, &rec->u.site.file) != 0)
         return TMK_ENOSPC;
+      if (st->tap.site) {
+        tmk_relay_site ts = {s->id, 1, s->kind, s->severity, s->verbosity, s->color, s->line,
+                             s->name ? s->name : "", s->file ? s->file : ""};
+        st->tap.site(st->tap.ud, &ts);
+      }
       return 0;
     }
     case TMK_REC_ZONE:
@@ -679,7 +711,8 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
       if (!t) return TMK_ERANGE;
       const tmk_proto_str* n = &rec->u.thread_name.name;
       if (!t->name || strlen(t->name) != n->len || memcmp(t->name, n->ptr, n->len) != 0)
-        return set_string(st, &t->name, n);
+        if (set_string(st, &t->name, n) != 0) return TMK_ENOSPC;
+      if (st->tap.thread) st->tap.thread(st->tap.ud, t->id, n->ptr, n->len);
       return 0;
     }
     case TMK_REC_DROPS:

@@ -74,6 +74,8 @@ typedef struct tmk_relay_session_info {
   char platform[32];
   char arch[32];
   char agent_version[32];
+  char build[65]; /* HELLO build id (§6.1), "" when the agent sent none */
+  char label[65];  /* HELLO free label, "" when none */
   char recording_path[512];
   int big_endian;
   int pointer_size;
@@ -266,6 +268,11 @@ typedef struct tmk_relay_desc {
     void* ud;
     int level;               /* TMK_RELAY_LOG_*; 0 = TMK_RELAY_LOG_INFO */
   } log;
+  struct {                   /* history sink (docs/CLICKHOUSE.md) */
+    const char* url;         /* http://HOST:PORT/?database=NAME; NULL = off */
+    const char* spill_dir;   /* unsent batches; NULL = DATA_DIR/clickhouse-spill */
+    uint64_t spill_max;      /* bytes on disk at most; 0 = 1 GiB */
+  } clickhouse;
   struct {
     tmk_relay_http_hook fn;  /* NULL = unused slot */
     void* ud;

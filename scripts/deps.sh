@@ -31,6 +31,7 @@ test_pkgs=(
   qemu-system-arm qemu-system-misc                   # run both images end to end
   chromium                                           # dashboard browser tests (playwright-core)
   python3                                            # relay integration test driver
+  clickhouse-server                                  # history sink tests (tests/clickhouse)
 )
 
 group=test list=0

@@ -48,6 +48,7 @@ needs=(
   "qemu-system-riscv32|test|echo /usr/bin/qemu-system-riscv32"
   "chromium|test|echo /usr/bin/chromium"
   "python3|test|echo /usr/bin/python3"
+  "clickhouse-server|test|echo /usr/sbin/clickhouse-server"
 )
 
 closure() { # the packages deps.sh installs for group $1, with everything they depend on

@@ -639,6 +639,45 @@ static void test_hello(void** state) {
   assert_int_equal(open_pkt(&r, buf, len + 2), 0);
   assert_int_equal(tmk_proto_read_hello(&r, &got), 0);
   assert_int_equal(got.max_packet, 1200);
+  /* without build/label (an older agent) both read back empty */
+  assert_int_equal(got.build.len, 0);
+  assert_int_equal(got.label.len, 0);
+  /* build and label travel as optional trailing fields (§6.1); more bytes after them are
+   * still ignored, and a tail that is not two strings leaves them empty */
+  {
+    tmk_proto_hello h2 = h;
+    int len2;
+    h2.build = mk("4121");
+    h2.label = mk("nightly dev-kit 7");
+    len2 = tmk_proto_encode_hello(buf, sizeof buf, SESSION, &h2);
+    assert_true(len2 > len);
+    assert_int_equal(open_pkt(&r, buf, len2), 0);
+    assert_int_equal(tmk_proto_read_hello(&r, &got), 0);
+    assert_true(str_is(got.build, "4121", 4));
+    assert_true(str_is(got.label, "nightly dev-kit 7", 17));
+    assert_int_equal(got.max_packet, 1200);
+    /* cut inside the optional tail: the HELLO still reads, without build and label */
+    for (k = len; k < len2; k++) {
+      assert_int_equal(open_pkt(&r, buf, k), 0);
+      assert_int_equal(tmk_proto_read_hello(&r, &got), 0);
+      assert_int_equal(got.max_packet, 1200);
+      assert_int_equal(got.label.len, 0);
+    }
+    buf[len2] = 0x7f;
+    assert_int_equal(open_pkt(&r, buf, len2 + 1), 0);
+    assert_int_equal(tmk_proto_read_hello(&r, &got), 0);
+    assert_true(str_is(got.label, "nightly dev-kit 7", 17));
+    h2.label = mk("");
+    len2 = tmk_proto_encode_hello(buf, sizeof buf, SESSION, &h2);
+    assert_int_equal(open_pkt(&r, buf, len2), 0);
+    assert_int_equal(tmk_proto_read_hello(&r, &got), 0);
+    assert_true(str_is(got.build, "4121", 4));
+    assert_int_equal(got.label.len, 0);
+    /* longer than TMK_PROTO_MAX_LABEL: the encoder refuses it */
+    h2.build.len = TMK_PROTO_MAX_LABEL + 1;
+    h2.build.ptr = (const char*)pkt;
+    assert_int_equal(tmk_proto_encode_hello(buf, sizeof buf, SESSION, &h2), TMK_ETOOBIG);
+  }
   /* every output size short of the packet is ENOSPC */
   for (k = 0; k < len; k++) assert_int_equal(tmk_proto_encode_hello(buf, (size_t)k, SESSION, &h), TMK_ENOSPC);
   /* a wrong shibboleth is refused */

@@ -10,6 +10,7 @@ import { hoverValues } from './plothover.js';
 import { LodCache } from './lod.js';
 import { installKeys } from './keys.js';
 import { Notices } from './notices.js';
+import { HistoryView } from './history.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -232,7 +233,7 @@ function refreshInfo() {
   if (s && lod.session === s.id && app.sd && app.sd.originKnown) lod.setInfo(s, app.sd.origin);
   notices.fromSession(s, app.relay);
   if (!s) { $('facts').textContent = ''; $('counters').innerHTML = ''; return; }
-  $('facts').textContent = [s.program, s.platform, s.arch, s.big_endian ? 'big-endian' : 'little-endian',
+  $('facts').textContent = [s.program, s.build ? 'build ' + s.build : '', s.label, s.platform, s.arch, s.big_endian ? 'big-endian' : 'little-endian',
     s.pointer_size ? s.pointer_size * 8 + '-bit' : '', s.transport, s.source].filter(Boolean).join(' · ');
   const st = s.stats || {};
   const rows = [['records', st.records], ['zones', st.zones], ['packets', st.packets], ['lost', st.lost, 1],
@@ -418,6 +419,16 @@ setInterval(refreshRecordings, 3000);
 refreshSessions();
 refreshRecordings();
 
+// ---- history view (history.js): shown instead of the session view ----------------------------
+const historyView = new HistoryView($('history'), api);
+$('historyToggle').addEventListener('click', () => {
+  const show = $('history').hidden;
+  $('history').hidden = !show;
+  document.querySelector('main').hidden = show;
+  $('historyToggle').classList.toggle('on', show);
+  if (show) historyView.open();
+});
+
 // ---- analysis: statistics, find zone, compare, frame graph, message ticks (analysis.js) ------
 const analysis = installAnalysis({
   api, flame, tip: $('tip'),
@@ -430,7 +441,7 @@ const analysis = installAnalysis({
 
 // ---- test/bench hooks ----------------------------------------------------------------------
 window.telemark = {
-  app, flame, stream, SessionData, analysis, plotGraphs: () => plotGraphs, lod, notices,
+  app, flame, stream, SessionData, analysis, plotGraphs: () => plotGraphs, lod, notices, historyView,
   get sd() { return app.sd; },
   selectSession, subscribe,
   setLevel(l) { $('severity').value = String(l); $('severity').dispatchEvent(new Event('change')); },

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""bench_clickhouse.py — tmk-bench-clickhouse: the relay's history sink into one local
+clickhouse-server (Debian's, started here in a temporary directory on free ports).
+  RESULT sink_zones_per_s    zones/s from the first packet until every zone is in ClickHouse
+                             (one relay, TCP targets sending flat out)
+  RESULT relay_cpu_overhead  relay CPU seconds (all threads) with the sink / without it, same load
+  RESULT fanin_zones_per_s   8 relays, one target each, into the same ClickHouse
+Figures are measured in this one run on this machine; docs/SCALE.md says what they mean.
+Usage: tmk-bench-clickhouse [--zones-per-target N] [--targets N] [--keep DIR]"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "clickhouse"))
+import chserver  # noqa: E402
+
+BIN = os.path.join(os.environ.get("TMK_BUILD_DIR", os.path.join(HERE, "..", "..", "build")), "bin")
+ZONES_PER_PACKET = 40   # per thread
+THREADS = 4
+PROCS = []  # relays started, killed at the end whatever happened
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Relay:
+    def __init__(self, tmp, name, ch_url=None):
+        self.log = os.path.join(tmp, name + ".log")
+        args = [os.path.join(BIN, "telemark-relay"), "--listen", "127.0.0.1:0", "--http",
+                "127.0.0.1:0", "--data-dir", os.path.join(tmp, name), "--session-memory", "1G"]
+        if ch_url:
+            args += ["--clickhouse", ch_url]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        PROCS.append(self.proc)
+        end = time.time() + 10
+        while time.time() < end:
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/",
+                          open(self.log).read())
+            if m:
+                self.port, self.http = int(m.group(1)), int(m.group(2))
+                return
+            time.sleep(0.05)
+        raise RuntimeError("relay did not start: " + open(self.log).read())
+
+    def api(self, path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http}{path}", timeout=30) as r:
+            return json.load(r)
+
+    def zones(self):
+        return sum(s["stats"]["zones"] for s in self.api("/api/sessions"))
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+
+
+def synth(relay, packets, seed):
+    return subprocess.Popen([os.path.join(BIN, "tmk-relay-synth"), "--to", f"127.0.0.1:{relay.port}",
+                             "--tcp", "--packets", str(packets), "--zones", str(ZONES_PER_PACKET),
+                             "--threads", str(THREADS), "--seed", str(seed),
+                             "--session", "%016x" % (0xbe0c000000000000 + seed),
+                             # read what the relay sent before closing: a close with unread
+                             # bytes is a RST, which discards what the relay has not read yet
+                             "--linger", "1000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_seed=1, timeout=600):
+    """Feeds every relay flat out over TCP. Returns (zones the relays stored, seconds from the
+    start until they had them and, with ch, until ClickHouse holds base + that many zone rows,
+    relay CPU seconds per relay)."""
+    t0 = time.time()
+    # distinct session ids per phase: equal ids would collapse in ReplacingMergeTree (by design)
+    procs = [synth(r, per_target_packets, first_seed + i * 16 + k) for i, r in enumerate(relays)
+             for k in range(targets_per_relay)]
+    for p in procs:
+        out = p.communicate(timeout=timeout)[0].decode(errors="replace")
+        if p.returncode != 0:
+            print("a target failed (its zones so far count): " + out.strip()[-200:])
+    stored, prev = -1, -2
+    while stored != prev:  # the last TCP bytes are read and decoded: the count settles
+        prev = stored
+        time.sleep(0.3)
+        stored = sum(r.zones() for r in relays)
+    end = t0 + timeout
+    while time.time() < end:
+        if ch is None or (ch.scalar("SELECT count() FROM system.parts WHERE database = "
+                                    "'telemark' AND table = 'zones'") and
+                          ch.scalar("SELECT count() FROM zones") >= base + stored):
+            break
+        time.sleep(0.02)
+    secs = time.time() - t0
+    return stored, secs, [cpu_seconds(r.proc.pid) for r in relays]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--packets-per-target", type=int, default=5000)
+    ap.add_argument("--targets", type=int, default=4)
+    ap.add_argument("--keep", help="keep the temporary directory here")
+    a = ap.parse_args()
+    if not os.path.exists(chserver.SERVER):
+        print("tmk-bench-clickhouse: clickhouse-server is not installed (scripts/deps.sh)")
+        return 1
+    tmp = a.keep or tempfile.mkdtemp(prefix="tmk-bench-ch-")
+    os.makedirs(tmp, exist_ok=True)
+    ch = chserver.ClickHouse(os.path.join(tmp, "ch")).start()
+    ch.query("CREATE DATABASE IF NOT EXISTS telemark", database="default")
+    try:
+        # 1. one relay with the sink
+        r = Relay(tmp, "with", ch.url())
+        total, secs, cpu = run([r], a.packets_per_target, a.targets, ch)
+        sink = r.api("/api/relay")["clickhouse"]
+        r.stop()
+        in_ch = ch.scalar("SELECT count() FROM zones")
+        print(f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
+              f"relay CPU {cpu[0]:.2f} s, sink errors {sink['errors']}, dropped {sink['rows_dropped']}, "
+              f"spilled {sink['spilled_total']}")
+        # 2. the same load without the sink
+        r = Relay(tmp, "without")
+        total0, secs0, cpu0 = run([r], a.packets_per_target, a.targets)
+        r.stop()
+        print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.2f} s")
+        # 3. fan-in: 8 relays, one target each, one ClickHouse
+        before = ch.scalar("SELECT count() FROM zones")
+        relays = [Relay(tmp, f"fan{i}", ch.url()) for i in range(8)]
+        ftotal, fsecs, fcpu = run(relays, a.packets_per_target, 1, ch, before, first_seed=1000)
+        for x in relays:
+            x.stop()
+        fin = ch.scalar("SELECT count() FROM zones") - before
+        print(f"fan-in: 8 relays, {ftotal} zones, {fin} rows in ClickHouse after {fsecs:.2f} s, "
+              f"relay CPU {sum(fcpu):.2f} s in all")
+        print(f"RESULT sink_zones_per_s={in_ch / secs:.0f}")
+        # CPU per stored zone, with the sink / without (the two runs may store different counts
+        # when a target fails)
+        print(f"RESULT relay_cpu_overhead={(cpu[0] / total) / (cpu0[0] / total0):.2f}" if cpu0[0] > 0 else
+              "RESULT relay_cpu_overhead=nan")
+        print(f"RESULT fanin_zones_per_s={fin / fsecs:.0f}")
+        try:
+            ch.query("OPTIMIZE TABLE zones FINAL")
+            b = ch.query("SELECT sum(bytes_on_disk) / sum(rows) FROM system.parts WHERE "
+                         "database = 'telemark' AND table = 'zones' AND active").strip()
+            print(f"RESULT zone_bytes_on_disk={float(b):.2f}")
+        except RuntimeError as e:
+            print("(no bytes_on_disk: %s)" % str(e).splitlines()[0])
+    finally:
+        for p in PROCS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        ch.stop()
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

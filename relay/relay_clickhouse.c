@@ -1,0 +1,1358 @@
+/* relay_clickhouse.c — the ClickHouse history sink (docs/CLICKHOUSE.md): session taps encode rows
+ * as RowBinary into a staging batch on the loop thread; sealed batches go to a bounded memory
+ * queue that the sink thread sends with HTTP POSTs, spilling to a bounded directory when
+ * ClickHouse is down or slow (and resending from it, also after a restart). Rows carry keys that
+ * make a resent batch collapse in ReplacingMergeTree tables. Also the fixed history queries. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "relay_clickhouse.h"
+#include "relay_internal.h"
+
+/* =============================================================================================
+ * Tables (docs/CLICKHOUSE.md "Tables"). Every row starts with `day` (the session's UTC creation
+ * date, the partition) and `session`. The ORDER BY of each table is its collapse key.
+ * ============================================================================================= */
+enum { T_SESSIONS, T_SITES, T_THREADS, T_ZONES, T_FRAMES, T_PLOTS, T_MESSAGES, T_COUNT };
+
+static const char* const k_table[T_COUNT] = {"sessions", "sites",  "threads", "zones",
+                                             "frames",   "plots", "messages"};
+
+static const char* const k_ddl[T_COUNT] = {
+    "(day Date, session UInt64, relay String, program String, build String, label String, "
+    "platform String, arch String, agent_version String, transport String, source String, "
+    "created_unix_ns UInt64, timer_freq UInt64, clock_ns UInt64, clock_unix_ns UInt64, "
+    "first_ns UInt64, last_ns UInt64, zones UInt64, frames UInt64, plots UInt64, "
+    "messages UInt64, lost UInt64, dropped_by_agent UInt64, live UInt8, version UInt64) "
+    "ENGINE = ReplacingMergeTree(version) PARTITION BY day ORDER BY (program, build, session)",
+    "(day Date, session UInt64, site UInt32, kind UInt8, severity UInt8, name String, "
+    "file String, line UInt32, color UInt32) "
+    "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, site)",
+    "(day Date, session UInt64, thread UInt32, name String) "
+    "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, thread)",
+    "(day Date, session UInt64, n UInt64, thread UInt32, site UInt32, start_ns UInt64, "
+    "dur_ns UInt64, depth UInt16, marker UInt8) "
+    "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, site, n)",
+    "(day Date, session UInt64, n UInt64, thread UInt32, site UInt32, time_ns UInt64, "
+    "dur_ns UInt64) "
+    "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, site, n)",
+    "(day Date, session UInt64, n UInt64, thread UInt32, site UInt32, time_ns UInt64, "
+    "value Float64) "
+    "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, site, n)",
+    "(day Date, session UInt64, n UInt64, thread UInt32, site UInt32, time_ns UInt64, "
+    "severity UInt8, verbosity UInt32, text String) "
+    "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, n)",
+};
+
+/* =============================================================================================
+ * Buffers and batches
+ * ============================================================================================= */
+typedef struct chbuf {
+  uint8_t* p;
+  size_t len, cap;
+  int oom;
+} chbuf;
+
+static int buf_room(chbuf* b, size_t n) {
+  if (b->len + n <= b->cap) return 1;
+  if (b->oom) return 0;
+  size_t ncap = b->cap ? b->cap * 2 : 65536;
+  while (ncap < b->len + n) ncap *= 2;
+  uint8_t* np = realloc(b->p, ncap);
+  if (!np) {
+    b->oom = 1;
+    return 0;
+  }
+  b->p = np;
+  b->cap = ncap;
+  return 1;
+}
+static inline void put(chbuf* b, const void* v, size_t n) {
+  if (!buf_room(b, n)) return;
+  memcpy(b->p + b->len, v, n);
+  b->len += n;
+}
+/* RowBinary is little-endian; the relay runs on little-endian hosts (checked at start). */
+static inline void put_u8(chbuf* b, uint8_t v) { put(b, &v, 1); }
+static inline void put_u16(chbuf* b, uint16_t v) { put(b, &v, 2); }
+static inline void put_u32(chbuf* b, uint32_t v) { put(b, &v, 4); }
+static inline void put_u64(chbuf* b, uint64_t v) { put(b, &v, 8); }
+static inline void put_f64(chbuf* b, double v) { put(b, &v, 8); }
+static void put_str(chbuf* b, const char* s, size_t n) {
+  uint8_t v[10];
+  size_t k = 0;
+  uint64_t x = n;
+  do {
+    v[k++] = (uint8_t)((x & 0x7f) | (x > 0x7f ? 0x80 : 0));
+    x >>= 7;
+  } while (x);
+  put(b, v, k);
+  put(b, s, n);
+}
+static void put_cstr(chbuf* b, const char* s) { put_str(b, s, strlen(s)); }
+
+typedef struct batch {
+  chbuf seg[T_COUNT];
+  uint32_t rows[T_COUNT];
+  uint32_t done;       /* bit per table: already accepted by ClickHouse */
+  uint64_t first_ms;   /* when its first row was staged */
+  uint64_t total_rows;
+  size_t bytes;
+  char path[600];      /* spill file, "" while only in memory */
+  struct batch* next;
+} batch;
+
+static void batch_free(batch* b) {
+  if (!b) return;
+  for (int t = 0; t < T_COUNT; t++) free(b->seg[t].p);
+  free(b);
+}
+
+static size_t batch_bytes(const batch* b) {
+  size_t n = 0;
+  for (int t = 0; t < T_COUNT; t++) n += b->seg[t].len;
+  return n;
+}
+
+/* =============================================================================================
+ * The sink
+ * ============================================================================================= */
+#define FRAME_SLOTS 64 /* (thread, site) pairs whose last frame time a session remembers */
+
+struct tmk__ch_sess {
+  tmk__ch* ch;
+  uint64_t sid;
+  uint16_t day;
+  uint64_t zones, frames, plots, messages; /* rows staged so far = the row number n */
+  struct {
+    uint32_t thread, site;
+    uint64_t last_ns;
+    int used;
+  } fr[FRAME_SLOTS];
+  int emitted;              /* a sessions row was written ... */
+  uint64_t last[12];        /* ... with these facts and counters */
+};
+
+struct tmk__ch {
+  /* configuration (immutable) */
+  char host[128];
+  char port[8];
+  char params[512]; /* URL query string without '?', e.g. database=telemark */
+  char db[64];
+  char spill_dir[512];
+  char relay_name[128];
+  tmk__logger* log;
+  uint64_t spill_max, queue_max;
+  uint32_t batch_bytes, batch_ms, timeout_ms;
+  /* [loop] staging */
+  batch* stage;
+  uint64_t spill_seq;
+  uint64_t last_rows_ms;
+  /* shared, under mu */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  batch* q_head;
+  batch* q_tail;
+  uint64_t q_bytes, q_batches;
+  uint64_t disk_bytes, disk_batches;
+  int stop;
+  uint64_t drain_deadline_ms;
+  tmk__ch_stats st;
+  batch* pool; /* sent batches kept for reuse: their pages stay mapped (no page faults) */
+  uint32_t npool;
+  pthread_t thread;
+  int thread_started;
+};
+
+static void set_error(tmk__ch* ch, const char* fmt, const char* a, const char* b) {
+  pthread_mutex_lock(&ch->mu);
+  snprintf(ch->st.last_error, sizeof ch->st.last_error, fmt, a, b);
+  ch->st.errors++;
+  ch->st.up = 0;
+  pthread_mutex_unlock(&ch->mu);
+}
+
+#define POOL_MAX 4
+
+/* Caller holds mu. Keeps a done batch's buffers for the next staging batch, or frees it. */
+static void recycle_locked(tmk__ch* ch, batch* b) {
+  if (ch->npool >= POOL_MAX) {
+    batch_free(b);
+    return;
+  }
+  for (int t = 0; t < T_COUNT; t++) {
+    b->seg[t].len = 0;
+    b->seg[t].oom = 0;
+    b->rows[t] = 0;
+  }
+  b->done = 0;
+  b->total_rows = 0;
+  b->bytes = 0;
+  b->path[0] = 0;
+  b->next = ch->pool;
+  ch->pool = b;
+  ch->npool++;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * URL
+ * ------------------------------------------------------------------------------------------- */
+static int parse_url(const char* url, char* host, size_t hcap, char* port, size_t pcap,
+                     char* params, size_t qcap, char* db, size_t dcap) {
+  if (strncmp(url, "http://", 7) != 0) return -1;
+  const char* h = url + 7;
+  const char* end = h + strcspn(h, "/?");
+  const char* colon = memchr(h, ':', (size_t)(end - h));
+  const char* hend = colon ? colon : end;
+  if (hend == h || (size_t)(hend - h) >= hcap) return -1;
+  memcpy(host, h, (size_t)(hend - h));
+  host[hend - h] = 0;
+  if (colon) {
+    size_t n = (size_t)(end - colon - 1);
+    if (n == 0 || n >= pcap || strspn(colon + 1, "0123456789") < n) return -1;
+    memcpy(port, colon + 1, n);
+    port[n] = 0;
+    long p = strtol(port, NULL, 10);
+    if (p < 1 || p > 65535) return -1;
+  } else {
+    snprintf(port, pcap, "8123");
+  }
+  const char* q = strchr(end, '?');
+  if (*end == '/' && end[1] && end[1] != '?') return -1; /* only "/" as a path */
+  const char* qs = q ? q + 1 : "";
+  if (strlen(qs) >= qcap) return -1;
+  /* database=NAME: letters, digits, underscore (it is also used unquoted in DDL) */
+  snprintf(db, dcap, "telemark");
+  const char* d = strstr(qs, "database=");
+  if (d && (d == qs || d[-1] == '&')) {
+    d += 9;
+    size_t n = strcspn(d, "&");
+    if (n == 0 || n >= dcap) return -1;
+    for (size_t i = 0; i < n; i++) {
+      char c = d[i];
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '_'))
+        return -1;
+    }
+    memcpy(db, d, n);
+    db[n] = 0;
+    snprintf(params, qcap, "%s", qs);
+  } else {
+    snprintf(params, qcap, "database=%s%s%s", db, qs[0] ? "&" : "", qs);
+  }
+  for (const char* c = params; *c; c++)
+    if ((unsigned char)*c <= 0x20 || *c == '#') return -1;
+  return 0;
+}
+
+int tmk__ch_check_url(const char* url, char* err, size_t ecap) {
+  char host[128], port[8], params[512], db[64];
+  if (parse_url(url, host, sizeof host, port, sizeof port, params, sizeof params, db, sizeof db)) {
+    snprintf(err, ecap,
+             "--clickhouse '%s': expected http://HOST[:PORT]/[?database=NAME], e.g. "
+             "http://127.0.0.1:8123/?database=telemark (NAME: letters, digits, _)",
+             url);
+    return TMK_EINVAL;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * HTTP: one request per connection (Connection: close), blocking with timeouts.
+ * ------------------------------------------------------------------------------------------- */
+static void url_encode(chbuf* b, const char* s) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+        c == '-' || c == '_' || c == '.' || c == '~') {
+      put_u8(b, c);
+    } else {
+      uint8_t e[3] = {'%', (uint8_t)hex[c >> 4], (uint8_t)hex[c & 15]};
+      put(b, e, 3);
+    }
+  }
+}
+
+static uint64_t mono_ms(void) { return tmk__now_ms(); }
+
+static int connect_to(tmk__ch* ch, char* err, size_t ecap) {
+  struct addrinfo hints, *ai = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int rc = getaddrinfo(ch->host, ch->port, &hints, &ai);
+  if (rc != 0 || !ai) {
+    snprintf(err, ecap, "cannot resolve %s: %s", ch->host, gai_strerror(rc));
+    return -1;
+  }
+  int fd = -1;
+  for (struct addrinfo* a = ai; a; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+    if (errno == EINPROGRESS) {
+      struct pollfd p = {fd, POLLOUT, 0};
+      int soerr = 0;
+      socklen_t sl = sizeof soerr;
+      if (poll(&p, 1, (int)ch->timeout_ms) == 1 &&
+          getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+        break;
+      errno = soerr ? soerr : ETIMEDOUT;
+    }
+    close(fd);
+    fd = -1;
+  }
+  int e = errno;
+  freeaddrinfo(ai);
+  if (fd < 0) {
+    snprintf(err, ecap, "cannot connect to ClickHouse at %s:%s: %s", ch->host, ch->port,
+             strerror(e));
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  struct timeval tv;
+  tv.tv_sec = (time_t)(ch->timeout_ms / 1000);
+  tv.tv_usec = (long)(ch->timeout_ms % 1000) * 1000;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+static int send_all(int fd, const uint8_t* p, size_t n) {
+  while (n) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* POSTs `sql` (in the URL) with `body`. Returns 0 on HTTP 200 (the response body, up to rcap,
+ * in resp when given), -1 with a sentence in err. */
+static int http_post_to(tmk__ch* ch, const char* params, const char* sql, const uint8_t* body,
+                        size_t blen, chbuf* resp, size_t rcap, char* err, size_t ecap) {
+  chbuf req = {0};
+  char head[256];
+  put(&req, "POST /?", 7);
+  put(&req, params, strlen(params));
+  put(&req, "&query=", 7);
+  url_encode(&req, sql);
+  int hn = snprintf(head, sizeof head,
+                    " HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/octet-stream\r\n"
+                    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                    ch->host, ch->port, blen);
+  put(&req, head, (size_t)hn);
+  if (req.oom) {
+    free(req.p);
+    snprintf(err, ecap, "out of memory");
+    return -1;
+  }
+  int fd = connect_to(ch, err, ecap);
+  if (fd < 0) {
+    free(req.p);
+    return -1;
+  }
+  int rc = send_all(fd, req.p, req.len);
+  free(req.p);
+  if (rc == 0 && blen) rc = send_all(fd, body, blen);
+  if (rc) {
+    snprintf(err, ecap, "sending to ClickHouse: %s", strerror(errno));
+    close(fd);
+    return -1;
+  }
+  chbuf in = {0};
+  for (;;) {
+    if (!buf_room(&in, 65536)) break;
+    ssize_t k = recv(fd, in.p + in.len, in.cap - in.len, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      snprintf(err, ecap, "no answer from ClickHouse within %u ms (%s)", ch->timeout_ms,
+               strerror(errno));
+      close(fd);
+      free(in.p);
+      return -1;
+    }
+    if (k == 0) break;
+    in.len += (size_t)k;
+    if (in.len > rcap + 65536) break; /* more than the caller wants: stop reading */
+  }
+  close(fd);
+  if (in.oom || in.len < 12 || memcmp(in.p, "HTTP/1.", 7) != 0) {
+    snprintf(err, ecap, "ClickHouse closed the connection without an HTTP answer");
+    free(in.p);
+    return -1;
+  }
+  int status = atoi((const char*)in.p + 9);
+  size_t hdr_end = 0;
+  for (size_t i = 0; i + 3 < in.len; i++)
+    if (memcmp(in.p + i, "\r\n\r\n", 4) == 0) {
+      hdr_end = i + 4;
+      break;
+    }
+  const uint8_t* bodyp = in.p + hdr_end;
+  size_t bodyn = hdr_end ? in.len - hdr_end : 0;
+  /* ClickHouse answers with chunked encoding to HTTP/1.1: undo it. */
+  int chunked = 0;
+  for (size_t i = 0; hdr_end && i + 26 < hdr_end; i++)
+    if (strncasecmp((const char*)in.p + i, "Transfer-Encoding: chunked", 26) == 0) chunked = 1;
+  chbuf plain = {0};
+  if (chunked) {
+    size_t i = 0;
+    while (i < bodyn) {
+      char* endp;
+      unsigned long n = strtoul((const char*)bodyp + i, &endp, 16);
+      size_t hl = (size_t)((const uint8_t*)endp - (bodyp + i));
+      const uint8_t* crlf = memchr(bodyp + i, '\n', bodyn - i);
+      if (!crlf || n == 0 || hl == 0) break;
+      i = (size_t)(crlf - bodyp) + 1;
+      if (n > bodyn - i) n = bodyn - i;
+      put(&plain, bodyp + i, n);
+      i += n + 2;
+    }
+    bodyp = plain.p ? plain.p : (const uint8_t*)"";
+    bodyn = plain.len;
+  }
+  if (status != 200) {
+    char msg[200];
+    size_t n = bodyn < sizeof msg - 1 ? bodyn : sizeof msg - 1;
+    memcpy(msg, bodyp, n);
+    msg[n] = 0;
+    for (size_t k = 0; k < n; k++)
+      if (msg[k] == '\n' || msg[k] == '\r') msg[k] = ' ';
+    snprintf(err, ecap, "ClickHouse answered %d: %s", status, msg);
+    free(in.p);
+    free(plain.p);
+    return -1;
+  }
+  if (resp) {
+    if (bodyn > rcap) {
+      snprintf(err, ecap, "ClickHouse's answer is larger than %zu bytes", rcap);
+      free(in.p);
+      free(plain.p);
+      return -1;
+    }
+    put(resp, bodyp, bodyn);
+  }
+  free(in.p);
+  free(plain.p);
+  return 0;
+}
+
+static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t blen, chbuf* resp,
+                     size_t rcap, char* err, size_t ecap) {
+  return http_post_to(ch, ch->params, sql, body, blen, resp, rcap, err, ecap);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Spill files: "TMKCH001", then per table: u8 table, u32 rows, u32 bytes, bytes; then a
+ * CRC-32C of everything before it. Written to NAME.tmp and renamed, so a file is whole or absent.
+ * ------------------------------------------------------------------------------------------- */
+#define SPILL_MAGIC "TMKCH001"
+
+static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int sync) {
+  char tmp[620];
+  snprintf(b->path, sizeof b->path, "%s/%020llu-%06llu.tmkch", ch->spill_dir,
+           (unsigned long long)tmk__unix_ns(), (unsigned long long)(seq % 1000000));
+  snprintf(tmp, sizeof tmp, "%s.tmp", b->path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    b->path[0] = 0;
+    return -1;
+  }
+  uint32_t crc = tmk__crc32c(0, SPILL_MAGIC, 8);
+  int ok = write(fd, SPILL_MAGIC, 8) == 8;
+  *size = 12;
+  for (int t = 0; t < T_COUNT && ok; t++) {
+    if (!b->rows[t] || (b->done & (1u << t))) continue;
+    uint8_t hd[9];
+    uint32_t n = (uint32_t)b->seg[t].len;
+    hd[0] = (uint8_t)t;
+    memcpy(hd + 1, &b->rows[t], 4);
+    memcpy(hd + 5, &n, 4);
+    crc = tmk__crc32c(crc, hd, 9);
+    crc = tmk__crc32c(crc, b->seg[t].p, n);
+    ok = write(fd, hd, 9) == 9 && write(fd, b->seg[t].p, n) == (ssize_t)n;
+    *size += 9 + (uint64_t)n;
+  }
+  ok = ok && write(fd, &crc, 4) == 4 && (!sync || fdatasync(fd) == 0);
+  if (close(fd) != 0) ok = 0;
+  if (!ok || rename(tmp, b->path) != 0) {
+    unlink(tmp);
+    b->path[0] = 0;
+    return -1;
+  }
+  return 0;
+}
+
+static batch* spill_read(const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  batch* b = NULL;
+  uint8_t* d = NULL;
+  if (fstat(fd, &sb) != 0 || sb.st_size < 12 || sb.st_size > (1 << 30)) goto out;
+  d = malloc((size_t)sb.st_size);
+  if (!d || read(fd, d, (size_t)sb.st_size) != sb.st_size) goto out;
+  size_t n = (size_t)sb.st_size;
+  uint32_t crc;
+  memcpy(&crc, d + n - 4, 4);
+  if (memcmp(d, SPILL_MAGIC, 8) != 0 || tmk__crc32c(0, d, n - 4) != crc) goto out;
+  b = calloc(1, sizeof *b);
+  if (!b) goto out;
+  size_t i = 8;
+  while (i + 9 <= n - 4) {
+    uint32_t rows, len;
+    int t = d[i];
+    memcpy(&rows, d + i + 1, 4);
+    memcpy(&len, d + i + 5, 4);
+    i += 9;
+    if (t >= T_COUNT || len > n - 4 - i || b->rows[t]) {
+      batch_free(b);
+      b = NULL;
+      goto out;
+    }
+    put(&b->seg[t], d + i, len);
+    b->rows[t] = rows;
+    b->total_rows += rows;
+    i += len;
+  }
+  b->bytes = batch_bytes(b);
+  snprintf(b->path, sizeof b->path, "%s", path);
+out:
+  free(d);
+  close(fd);
+  return b;
+}
+
+static int spill_filter(const struct dirent* e) {
+  size_t n = strlen(e->d_name);
+  return n > 6 && strcmp(e->d_name + n - 6, ".tmkch") == 0;
+}
+
+/* Oldest spill file (names sort by time), or "" when none. */
+static int spill_oldest(tmk__ch* ch, char* path, size_t cap) {
+  struct dirent** list = NULL;
+  int n = scandir(ch->spill_dir, &list, spill_filter, alphasort);
+  path[0] = 0;
+  if (n <= 0) {
+    free(list);
+    return 0;
+  }
+  snprintf(path, cap, "%s/%s", ch->spill_dir, list[0]->d_name);
+  for (int i = 0; i < n; i++) free(list[i]);
+  free(list);
+  return 1;
+}
+
+/* Counts what an earlier run left behind (and removes torn .tmp files). */
+static void spill_scan(tmk__ch* ch) {
+  DIR* dir = opendir(ch->spill_dir);
+  if (!dir) return;
+  struct dirent* e;
+  while ((e = readdir(dir)) != NULL) {
+    char p[1100];
+    size_t n = strlen(e->d_name);
+    snprintf(p, sizeof p, "%s/%s", ch->spill_dir, e->d_name);
+    if (n > 4 && strcmp(e->d_name + n - 4, ".tmp") == 0) {
+      unlink(p);
+      continue;
+    }
+    struct stat sb;
+    if (spill_filter(e) && stat(p, &sb) == 0) {
+      ch->disk_batches++;
+      ch->disk_bytes += (uint64_t)sb.st_size;
+    }
+  }
+  closedir(dir);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The sink thread
+ * ------------------------------------------------------------------------------------------- */
+static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
+  char sql[1024];
+  /* CREATE DATABASE goes to the "default" database: the URL's may not exist yet. */
+  snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->db);
+  if (http_post_to(ch, "database=default", sql, NULL, 0, NULL, 0, err, ecap)) return -1;
+  for (int t = 0; t < T_COUNT; t++) {
+    chbuf q = {0};
+    put(&q, "CREATE TABLE IF NOT EXISTS ", 27);
+    put(&q, k_table[t], strlen(k_table[t]));
+    put(&q, " ", 1);
+    put(&q, k_ddl[t], strlen(k_ddl[t]) + 1);
+    int rc = q.oom ? -1 : http_post(ch, (const char*)q.p, NULL, 0, NULL, 0, err, ecap);
+    free(q.p);
+    if (rc) return -1;
+  }
+  return 0;
+}
+
+/* Sends every table of the batch not yet accepted. Returns 0 when all are in. */
+static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
+  for (int t = 0; t < T_COUNT; t++) {
+    if (!b->rows[t] || (b->done & (1u << t))) continue;
+    char sql[96];
+    snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
+    if (http_post(ch, sql, b->seg[t].p, b->seg[t].len, NULL, 0, err, ecap)) return -1;
+    b->done |= 1u << t;
+    pthread_mutex_lock(&ch->mu);
+    ch->st.rows_sent += b->rows[t];
+    ch->st.bytes_sent += b->seg[t].len;
+    pthread_mutex_unlock(&ch->mu);
+  }
+  return 0;
+}
+
+/* Caller holds mu. Moves a memory batch to disk or, when the disk bound is reached, drops it.
+ * sync: fdatasync the file (the sink thread); the loop thread only writes to the page cache
+ * (a process crash keeps it, a power loss may not) so that ingest never waits for the disk. */
+static void spill_or_drop_locked(tmk__ch* ch, batch* b, int sync) {
+  uint64_t seq = ++ch->spill_seq;
+  size_t sz = b->bytes + 64;
+  if (ch->disk_bytes + sz <= ch->spill_max) {
+    pthread_mutex_unlock(&ch->mu);
+    uint64_t written = 0;
+    int rc = spill_write(ch, b, seq, &written, sync);
+    pthread_mutex_lock(&ch->mu);
+    if (rc == 0) {
+      ch->disk_batches++;
+      ch->disk_bytes += written;
+      ch->st.spilled_total++;
+      recycle_locked(ch, b);
+      return;
+    }
+    snprintf(ch->st.last_error, sizeof ch->st.last_error,
+             "cannot write spill file in %s: %s (batch dropped)", ch->spill_dir, strerror(errno));
+    ch->st.errors++;
+  } else {
+    snprintf(ch->st.last_error, sizeof ch->st.last_error,
+             "spill directory %s is full (--clickhouse-spill): batch of %llu rows dropped",
+             ch->spill_dir, (unsigned long long)b->total_rows);
+  }
+  ch->st.rows_dropped += b->total_rows;
+  tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s", ch->st.last_error);
+  batch_free(b);
+}
+
+static void* sink_main(void* arg) {
+  tmk__ch* ch = arg;
+  char err[256];
+  int tables = 0;
+  uint32_t backoff = 0;
+  int was_up = -1;
+  pthread_mutex_lock(&ch->mu);
+  for (;;) {
+    int stopping = ch->stop;
+    uint64_t now = mono_ms();
+    if (stopping && now >= ch->drain_deadline_ms) break;
+    if (!ch->q_head && !ch->disk_batches) {
+      if (stopping) break;
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 200 * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&ch->cv, &ch->mu, &ts);
+      continue;
+    }
+    if (backoff) {
+      /* ClickHouse is away: keep memory small and everything durable while waiting. */
+      while (ch->q_head) {
+        batch* b = ch->q_head;
+        ch->q_head = b->next;
+        if (!ch->q_head) ch->q_tail = NULL;
+        ch->q_bytes -= b->bytes;
+        ch->q_batches--;
+        spill_or_drop_locked(ch, b, 1);
+      }
+      if (stopping) break;
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += backoff / 1000;
+      ts.tv_nsec += (long)(backoff % 1000) * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&ch->cv, &ch->mu, &ts);
+      if (ch->stop && !stopping) continue;
+    }
+    pthread_mutex_unlock(&ch->mu);
+    int ok = 1;
+    if (!tables) {
+      ok = ensure_tables(ch, err, sizeof err) == 0;
+      tables = ok;
+    }
+    batch* b = NULL;
+    int from_disk = 0;
+    if (ok) {
+      pthread_mutex_lock(&ch->mu);
+      /* Spilled batches first (oldest first), then memory. */
+      if (ch->disk_batches) from_disk = 1;
+      else if (ch->q_head) {
+        b = ch->q_head;
+        ch->q_head = b->next;
+        if (!ch->q_head) ch->q_tail = NULL;
+        ch->q_bytes -= b->bytes;
+        ch->q_batches--;
+      }
+      pthread_mutex_unlock(&ch->mu);
+      char path[1100];
+      if (from_disk) {
+        if (!spill_oldest(ch, path, sizeof path)) {
+          pthread_mutex_lock(&ch->mu);
+          ch->disk_batches = 0;
+          ch->disk_bytes = 0;
+          continue;
+        }
+        b = spill_read(path);
+        if (!b) {
+          struct stat sb;
+          uint64_t sz = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+          char bad[1200];
+          snprintf(bad, sizeof bad, "%s.bad", path);
+          rename(path, bad);
+          set_error(ch, "spill file %s is corrupt; renamed to .bad%s", path, "");
+          pthread_mutex_lock(&ch->mu);
+          ch->disk_batches--;
+          ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
+          continue;
+        }
+      }
+      if (b) ok = send_batch(ch, b, err, sizeof err) == 0;
+    }
+    pthread_mutex_lock(&ch->mu);
+    if (ok) {
+      if (b) {
+        ch->st.batches_sent++;
+        if (from_disk) {
+          struct stat sb;
+          uint64_t sz = stat(b->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+          unlink(b->path);
+          ch->disk_batches--;
+          ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
+        }
+        recycle_locked(ch, b);
+      }
+      ch->st.up = 1;
+      if (was_up != 1) tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->host, ch->port);
+      was_up = 1;
+      backoff = 0;
+    } else {
+      snprintf(ch->st.last_error, sizeof ch->st.last_error, "%s", err);
+      ch->st.errors++;
+      ch->st.up = 0;
+      if (was_up != 0)
+        tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s; spilling to %s and retrying", err, ch->spill_dir);
+      was_up = 0;
+      if (b && !from_disk) {
+        /* Tables already accepted are not in the spill file (send_batch marked them done). */
+        spill_or_drop_locked(ch, b, 1);
+      } else if (b) {
+        /* Keep the file; tables accepted before the failure will be resent and collapse. */
+        batch_free(b);
+      }
+      backoff = backoff ? (backoff * 2 > 5000 ? 5000 : backoff * 2) : 250;
+    }
+  }
+  /* Whatever is still in memory goes to disk for the next run. */
+  while (ch->q_head) {
+    batch* b = ch->q_head;
+    ch->q_head = b->next;
+    ch->q_bytes -= b->bytes;
+    ch->q_batches--;
+    spill_or_drop_locked(ch, b, 1);
+  }
+  ch->q_tail = NULL;
+  pthread_mutex_unlock(&ch->mu);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Loop side: staging and sealing
+ * ------------------------------------------------------------------------------------------- */
+static batch* stage(tmk__ch* ch) {
+  if (!ch->stage) {
+    pthread_mutex_lock(&ch->mu);
+    batch* b = ch->pool;
+    if (b) {
+      ch->pool = b->next;
+      ch->npool--;
+      b->next = NULL;
+    }
+    pthread_mutex_unlock(&ch->mu);
+    ch->stage = b ? b : calloc(1, sizeof *ch->stage);
+    if (ch->stage) ch->stage->first_ms = mono_ms();
+  }
+  return ch->stage;
+}
+
+static void seal(tmk__ch* ch) {
+  batch* b = ch->stage;
+  if (!b) return;
+  ch->stage = NULL;
+  b->bytes = batch_bytes(b);
+  int oom = 0;
+  for (int t = 0; t < T_COUNT; t++) oom |= b->seg[t].oom;
+  pthread_mutex_lock(&ch->mu);
+  if (oom) {
+    ch->st.rows_dropped += b->total_rows;
+    snprintf(ch->st.last_error, sizeof ch->st.last_error, "out of memory staging a batch");
+    batch_free(b);
+  } else if (b->total_rows == 0) {
+    batch_free(b);
+  } else if (ch->q_bytes + b->bytes <= ch->queue_max) {
+    if (ch->q_tail) ch->q_tail->next = b;
+    else ch->q_head = b;
+    ch->q_tail = b;
+    ch->q_bytes += b->bytes;
+    ch->q_batches++;
+    pthread_cond_signal(&ch->cv);
+  } else {
+    /* The thread is behind (ClickHouse slow): this batch waits on disk instead. */
+    spill_or_drop_locked(ch, b, 0);
+    pthread_cond_signal(&ch->cv);
+  }
+  pthread_mutex_unlock(&ch->mu);
+}
+
+static inline batch* row(tmk__ch* ch, int table) {
+  batch* b = stage(ch);
+  if (!b) return NULL;
+  b->rows[table]++;
+  b->total_rows++;
+  return b;
+}
+
+static inline void after_row(tmk__ch* ch, batch* b, int table) {
+  if (b->seg[table].len >= ch->batch_bytes) seal(ch);
+}
+
+static void tap_zone(void* ud, const tmk_relay_zone* z) {
+  tmk__ch_sess* cs = ud;
+  tmk__ch* ch = cs->ch;
+  batch* b = row(ch, T_ZONES);
+  if (!b) return;
+  chbuf* o = &b->seg[T_ZONES];
+  if (!buf_room(o, 47)) return;
+  uint8_t* p = o->p + o->len;
+  uint64_t n = cs->zones++;
+  uint16_t depth = (uint16_t)(z->depth > 65535 ? 65535 : z->depth);
+  uint8_t marker = (z->flags & TMK_RELAY_ZONE_MARKER) ? 1 : 0;
+  memcpy(p, &cs->day, 2);
+  memcpy(p + 2, &cs->sid, 8);
+  memcpy(p + 10, &n, 8);
+  memcpy(p + 18, &z->thread, 4);
+  memcpy(p + 22, &z->site, 4);
+  memcpy(p + 26, &z->start_ns, 8);
+  memcpy(p + 34, &z->dur_ns, 8);
+  memcpy(p + 42, &depth, 2);
+  p[44] = marker;
+  o->len += 45;
+  after_row(ch, b, T_ZONES);
+}
+
+static uint64_t frame_dur(tmk__ch_sess* cs, uint32_t thread, uint32_t site, uint64_t t) {
+  uint32_t h = (thread * 31u + site) % FRAME_SLOTS;
+  for (uint32_t k = 0; k < FRAME_SLOTS; k++) {
+    uint32_t i = (h + k) % FRAME_SLOTS;
+    if (!cs->fr[i].used) {
+      cs->fr[i].used = 1;
+      cs->fr[i].thread = thread;
+      cs->fr[i].site = site;
+      cs->fr[i].last_ns = t;
+      return 0;
+    }
+    if (cs->fr[i].thread == thread && cs->fr[i].site == site) {
+      uint64_t d = t > cs->fr[i].last_ns ? t - cs->fr[i].last_ns : 0;
+      cs->fr[i].last_ns = t;
+      return d;
+    }
+  }
+  return 0; /* more frame sequences than slots: no duration */
+}
+
+static void tap_event(void* ud, const tmk_relay_event* e) {
+  tmk__ch_sess* cs = ud;
+  tmk__ch* ch = cs->ch;
+  int t = e->type == TMK_RELAY_EV_FRAME ? T_FRAMES
+          : e->type == TMK_RELAY_EV_PLOT  ? T_PLOTS
+          : e->type == TMK_RELAY_EV_MESSAGE ? T_MESSAGES
+                                            : -1;
+  if (t < 0) return;
+  batch* b = row(ch, t);
+  if (!b) return;
+  chbuf* o = &b->seg[t];
+  uint64_t n = t == T_FRAMES ? cs->frames++ : t == T_PLOTS ? cs->plots++ : cs->messages++;
+  put_u16(o, cs->day);
+  put_u64(o, cs->sid);
+  put_u64(o, n);
+  put_u32(o, e->thread);
+  put_u32(o, e->site);
+  put_u64(o, e->time_ns);
+  if (t == T_FRAMES) {
+    put_u64(o, frame_dur(cs, e->thread, e->site, e->time_ns));
+  } else if (t == T_PLOTS) {
+    put_f64(o, e->is_double ? e->d : (double)e->i);
+  } else {
+    put_u8(o, e->severity);
+    put_u32(o, e->verbosity);
+    put_str(o, e->text ? e->text : "", e->text ? e->text_len : 0);
+  }
+  after_row(ch, b, t);
+}
+
+static void tap_site(void* ud, const tmk_relay_site* s) {
+  tmk__ch_sess* cs = ud;
+  batch* b = row(cs->ch, T_SITES);
+  if (!b) return;
+  chbuf* o = &b->seg[T_SITES];
+  put_u16(o, cs->day);
+  put_u64(o, cs->sid);
+  put_u32(o, s->id);
+  put_u8(o, s->kind);
+  put_u8(o, s->severity);
+  put_cstr(o, s->name);
+  put_cstr(o, s->file);
+  put_u32(o, s->line);
+  put_u32(o, s->color);
+  after_row(cs->ch, b, T_SITES);
+}
+
+static void tap_thread(void* ud, uint32_t thread, const char* name, uint32_t len) {
+  tmk__ch_sess* cs = ud;
+  batch* b = row(cs->ch, T_THREADS);
+  if (!b) return;
+  chbuf* o = &b->seg[T_THREADS];
+  put_u16(o, cs->day);
+  put_u64(o, cs->sid);
+  put_u32(o, thread);
+  put_str(o, name, len);
+  after_row(cs->ch, b, T_THREADS);
+}
+
+int tmk__ch_session_attach(tmk__ch* ch, tmk__session* s) {
+  tmk__ch_sess* cs = calloc(1, sizeof *cs);
+  if (!cs) return TMK_ENOMEM;
+  cs->ch = ch;
+  cs->sid = s->sid;
+  cs->day = (uint16_t)(s->info.created_unix_ns / 1000000000ull / 86400ull);
+  tmk__store_tap tap = {tap_zone, tap_event, tap_site, tap_thread, cs};
+  pthread_mutex_lock(&s->mu);
+  s->ch = cs;
+  tmk__store_set_tap(s->store, &tap);
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+void tmk__ch_sess_free(tmk__ch_sess* cs) { free(cs); }
+
+/* [loop] Writes a sessions row when the session's facts or counters changed since the last. */
+static void session_row(tmk__ch* ch, tmk__session* s, int force) {
+  tmk__ch_sess* cs = s->ch;
+  if (!cs) return;
+  pthread_mutex_lock(&s->mu);
+  tmk_relay_session_info in = s->info;
+  tmk__store_fill_info(s->store, &in);
+  pthread_mutex_unlock(&s->mu);
+  if (!in.has_hello) return; /* the sort key (program, build) is known only from HELLO */
+  uint64_t now[12] = {cs->zones,        cs->frames,        cs->plots,
+                      cs->messages,     in.stats.lost,     in.stats.dropped_by_agent,
+                      in.first_ns,      in.last_ns,        (uint64_t)in.live,
+                      in.clock_unix_ns, in.timer_freq,     (uint64_t)in.caps};
+  if (cs->emitted && memcmp(now, cs->last, sizeof now) == 0 && !force) return;
+  cs->emitted = 1;
+  memcpy(cs->last, now, sizeof now);
+  batch* b = row(ch, T_SESSIONS);
+  if (!b) return;
+  chbuf* o = &b->seg[T_SESSIONS];
+  put_u16(o, cs->day);
+  put_u64(o, cs->sid);
+  put_cstr(o, ch->relay_name);
+  put_cstr(o, in.program);
+  put_cstr(o, in.build);
+  put_cstr(o, in.label);
+  put_cstr(o, in.platform);
+  put_cstr(o, in.arch);
+  put_cstr(o, in.agent_version);
+  put_cstr(o, in.transport);
+  put_cstr(o, in.source);
+  put_u64(o, in.created_unix_ns);
+  put_u64(o, in.timer_freq);
+  put_u64(o, in.clock_ns);
+  put_u64(o, in.clock_unix_ns);
+  put_u64(o, in.first_ns);
+  put_u64(o, in.last_ns);
+  put_u64(o, cs->zones);
+  put_u64(o, cs->frames);
+  put_u64(o, cs->plots);
+  put_u64(o, cs->messages);
+  put_u64(o, in.stats.lost);
+  put_u64(o, in.stats.dropped_by_agent);
+  put_u8(o, (uint8_t)(in.live ? 1 : 0));
+  put_u64(o, tmk__unix_ns()); /* version: the newest row wins */
+  after_row(ch, b, T_SESSIONS);
+}
+
+void tmk__ch_session_final(tmk__ch* ch, tmk__session* s) { session_row(ch, s, 0); }
+
+void tmk__ch_tick(tmk__ch* ch, tmk_relay* r, uint64_t now_ms) {
+  if (now_ms - ch->last_rows_ms >= 1000) {
+    ch->last_rows_ms = now_ms;
+    for (uint32_t i = 0; i < r->nsessions; i++) session_row(ch, r->sessions[i], 0);
+  }
+  if (ch->stage && mono_ms() - ch->stage->first_ms >= ch->batch_ms) seal(ch);
+}
+
+void tmk__ch_shutdown(tmk__ch* ch, tmk_relay* r, uint32_t drain_ms) {
+  for (uint32_t i = 0; i < r->nsessions; i++) session_row(ch, r->sessions[i], 0);
+  seal(ch);
+  pthread_mutex_lock(&ch->mu);
+  ch->stop = 1;
+  ch->drain_deadline_ms = mono_ms() + drain_ms;
+  pthread_cond_signal(&ch->cv);
+  pthread_mutex_unlock(&ch->mu);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Lifecycle and counters
+ * ------------------------------------------------------------------------------------------- */
+static int mkdir_p(const char* path) {
+  char tmp[512];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char* p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    *p = '/';
+  }
+  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+tmk__ch* tmk__ch_new(const tmk__ch_desc* d, char* err, size_t ecap) {
+  const uint16_t one = 1;
+  if (*(const uint8_t*)&one != 1) {
+    snprintf(err, ecap, "the ClickHouse sink needs a little-endian relay host");
+    return NULL;
+  }
+  if (tmk__ch_check_url(d->url, err, ecap)) return NULL;
+  tmk__ch* ch = calloc(1, sizeof *ch);
+  if (!ch) {
+    snprintf(err, ecap, "out of memory");
+    return NULL;
+  }
+  parse_url(d->url, ch->host, sizeof ch->host, ch->port, sizeof ch->port, ch->params,
+            sizeof ch->params, ch->db, sizeof ch->db);
+  snprintf(ch->spill_dir, sizeof ch->spill_dir, "%s", d->spill_dir);
+  ch->log = d->log;
+  ch->spill_max = d->spill_max ? d->spill_max : (1ull << 30);
+  ch->queue_max = d->queue_max ? d->queue_max : (128ull << 20);
+  ch->batch_bytes = d->batch_bytes ? d->batch_bytes : (16u << 20);
+  ch->batch_ms = d->batch_ms ? d->batch_ms : 500;
+  ch->timeout_ms = d->timeout_ms ? d->timeout_ms : 10000;
+  if (d->relay_name) snprintf(ch->relay_name, sizeof ch->relay_name, "%s", d->relay_name);
+  else if (gethostname(ch->relay_name, sizeof ch->relay_name) != 0)
+    snprintf(ch->relay_name, sizeof ch->relay_name, "relay");
+  ch->relay_name[sizeof ch->relay_name - 1] = 0;
+  if (mkdir_p(ch->spill_dir) != 0) {
+    snprintf(err, ecap, "cannot create the ClickHouse spill directory %s: %s", ch->spill_dir,
+             strerror(errno));
+    free(ch);
+    return NULL;
+  }
+  pthread_mutex_init(&ch->mu, NULL);
+  pthread_cond_init(&ch->cv, NULL);
+  spill_scan(ch);
+  if (ch->disk_batches)
+    tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: %llu spilled batches from an earlier run will be sent",
+             (unsigned long long)ch->disk_batches);
+  if (pthread_create(&ch->thread, NULL, sink_main, ch) != 0) {
+    snprintf(err, ecap, "cannot start the ClickHouse sink thread");
+    pthread_mutex_destroy(&ch->mu);
+    pthread_cond_destroy(&ch->cv);
+    free(ch);
+    return NULL;
+  }
+  ch->thread_started = 1;
+  return ch;
+}
+
+void tmk__ch_free(tmk__ch* ch) {
+  if (!ch) return;
+  if (ch->thread_started) {
+    pthread_mutex_lock(&ch->mu);
+    if (!ch->stop) {
+      ch->stop = 1;
+      ch->drain_deadline_ms = mono_ms();
+    }
+    pthread_cond_signal(&ch->cv);
+    pthread_mutex_unlock(&ch->mu);
+    pthread_join(ch->thread, NULL);
+  }
+  batch_free(ch->stage);
+  while (ch->pool) {
+    batch* b = ch->pool;
+    ch->pool = b->next;
+    batch_free(b);
+  }
+  pthread_mutex_destroy(&ch->mu);
+  pthread_cond_destroy(&ch->cv);
+  free(ch);
+}
+
+void tmk__ch_get_stats(tmk__ch* ch, tmk__ch_stats* out) {
+  pthread_mutex_lock(&ch->mu);
+  *out = ch->st;
+  out->batches_queued = ch->q_batches;
+  out->batches_spilled = ch->disk_batches;
+  out->spill_bytes = ch->disk_bytes;
+  pthread_mutex_unlock(&ch->mu);
+}
+
+void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j) {
+  tmk__ch_stats s;
+  tmk__ch_get_stats(ch, &s);
+  tmk__json_begin_obj(j);
+  tmk__json_key(j, "host");
+  char hp[160];
+  snprintf(hp, sizeof hp, "%s:%s", ch->host, ch->port);
+  tmk__json_cstr(j, hp);
+  tmk__json_key(j, "database");
+  tmk__json_cstr(j, ch->db);
+  tmk__json_key(j, "up");
+  tmk__json_bool(j, s.up);
+  tmk__json_key(j, "rows_sent");
+  tmk__json_u64(j, s.rows_sent);
+  tmk__json_key(j, "batches_sent");
+  tmk__json_u64(j, s.batches_sent);
+  tmk__json_key(j, "bytes_sent");
+  tmk__json_u64(j, s.bytes_sent);
+  tmk__json_key(j, "batches_pending");
+  tmk__json_u64(j, s.batches_queued + s.batches_spilled);
+  tmk__json_key(j, "batches_spilled");
+  tmk__json_u64(j, s.batches_spilled);
+  tmk__json_key(j, "spill_bytes");
+  tmk__json_u64(j, s.spill_bytes);
+  tmk__json_key(j, "spilled_total");
+  tmk__json_u64(j, s.spilled_total);
+  tmk__json_key(j, "errors");
+  tmk__json_u64(j, s.errors);
+  tmk__json_key(j, "rows_dropped");
+  tmk__json_u64(j, s.rows_dropped);
+  tmk__json_key(j, "last_error");
+  tmk__json_cstr(j, s.last_error);
+  tmk__json_end_obj(j);
+}
+
+/* =============================================================================================
+ * History queries (docs/CLICKHOUSE.md "Queries"): fixed SQL templates; the parameters are
+ * checked (length, no control bytes) and quoted here. Results as JSONEachRow, wrapped into
+ * {"query": NAME, "rows": [...]}.
+ * ============================================================================================= */
+#define HIST_MAX_ANSWER (8u << 20)
+
+/* Appends 'text' as a ClickHouse string literal. Returns -1 for text a parameter may not hold. */
+static int put_literal(chbuf* q, const char* s) {
+  size_t n = strlen(s);
+  if (n > 256) return -1;
+  put_u8(q, '\'');
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x20 || c == 0x7f) return -1;
+    if (c == '\'' || c == '\\') put_u8(q, '\\');
+    put_u8(q, c);
+  }
+  put_u8(q, '\'');
+  return 0;
+}
+
+static void put_s(chbuf* q, const char* s) { put(q, s, strlen(s)); }
+
+static int param_uint(tmk__ch_param_fn get, void* ud, const char* key, long lo, long hi, long def,
+                      long* out) {
+  const char* v = get(ud, key);
+  if (!v || !*v) {
+    *out = def;
+    return 0;
+  }
+  char* end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || *end || x < lo || x > hi) return -1;
+  *out = x;
+  return 0;
+}
+
+/* "(SELECT session FROM sessions FINAL WHERE program = P [AND build IN (A, B)] AND day >= ...)" */
+static int put_sessions(chbuf* q, const char* program, const char* a, const char* b, long days) {
+  char tmp[64];
+  put_s(q, "(SELECT session FROM sessions FINAL WHERE program = ");
+  if (put_literal(q, program)) return -1;
+  if (a) {
+    put_s(q, " AND build IN (");
+    if (put_literal(q, a)) return -1;
+    put_s(q, ", ");
+    if (put_literal(q, b)) return -1;
+    put_s(q, ")");
+  }
+  snprintf(tmp, sizeof tmp, " AND day >= today() - %ld)", days);
+  put_s(q, tmp);
+  return 0;
+}
+
+int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* ud, tmk__json* out,
+                    char* err, size_t ecap) {
+  chbuf q = {0};
+  const char* program = get(ud, "program");
+  const char* site = get(ud, "site");
+  const char* what = get(ud, "what");
+  const char* by = get(ud, "by");
+  const char* a = get(ud, "a");
+  const char* b = get(ud, "b");
+  long days, limit;
+  char tmp[160];
+  int bad = 0;
+  if (param_uint(get, ud, "days", 1, 3650, 30, &days) ||
+      param_uint(get, ud, "limit", 1, 500, 20, &limit)) {
+    snprintf(err, ecap, "days must be 1..3650 and limit 1..500");
+    return TMK_EINVAL;
+  }
+  if (strcmp(name, "programs") == 0) {
+    snprintf(tmp, sizeof tmp, "day >= today() - %ld", days);
+    put_s(&q, "SELECT program, count() AS sessions, uniqExact(build) AS builds, "
+              "max(created_unix_ns) AS last_unix_ns FROM sessions FINAL WHERE ");
+    put_s(&q, tmp);
+    put_s(&q, " GROUP BY program ORDER BY last_unix_ns DESC LIMIT 200");
+  } else if (!program || !*program) {
+    snprintf(err, ecap, "this query needs program=NAME");
+    return TMK_EINVAL;
+  } else if (strcmp(name, "builds") == 0) {
+    put_s(&q, "SELECT build, count() AS sessions, min(created_unix_ns) AS first_unix_ns, "
+              "max(created_unix_ns) AS last_unix_ns, groupUniqArray(label) AS labels "
+              "FROM sessions FINAL WHERE program = ");
+    bad |= put_literal(&q, program);
+    snprintf(tmp, sizeof tmp, " AND day >= today() - %ld", days);
+    put_s(&q, tmp);
+    put_s(&q, " GROUP BY build ORDER BY first_unix_ns LIMIT 1000");
+  } else if (strcmp(name, "sites") == 0) {
+    /* zone sites (TMK_SITE_ZONE 0, TMK_SITE_MARKER 1) and frame sites (TMK_SITE_FRAME 4) */
+    put_s(&q, "SELECT name, kind IN (0, 1) ? 'zone' : 'frame' AS what, count() AS sessions "
+              "FROM sites FINAL WHERE kind IN (0, 1, 4) AND session IN ");
+    bad |= put_sessions(&q, program, NULL, NULL, days);
+    put_s(&q, " GROUP BY name, what ORDER BY what DESC, name LIMIT 5000");
+  } else if (strcmp(name, "trend") == 0) {
+    int frames = what && strcmp(what, "frame") == 0;
+    int night = by && strcmp(by, "night") == 0;
+    if ((what && *what && !frames && strcmp(what, "zone") != 0) ||
+        (by && *by && !night && strcmp(by, "build") != 0) || (!frames && (!site || !*site))) {
+      snprintf(err, ecap, "trend needs what=zone&site=NAME or what=frame[&site=NAME], "
+                          "and by=build or by=night");
+      return TMK_EINVAL;
+    }
+    put_s(&q, night ? "SELECT toString(sday) AS key" : "SELECT build AS key");
+    put_s(&q, ", quantile(0.5)(dur_ns) AS p50, quantile(0.95)(dur_ns) AS p95, "
+              "max(dur_ns) AS max, count() AS n, uniqExact(session) AS sessions, "
+              "min(created_unix_ns) AS first_unix_ns FROM ");
+    put_s(&q, frames ? "frames FINAL" : "zones FINAL");
+    put_s(&q, " ANY INNER JOIN (SELECT session, build, day AS sday, created_unix_ns FROM "
+              "sessions FINAL WHERE program = ");
+    bad |= put_literal(&q, program);
+    snprintf(tmp, sizeof tmp, " AND day >= today() - %ld) USING session WHERE day >= today() - %ld",
+             days, days);
+    put_s(&q, tmp);
+    if (frames) put_s(&q, " AND dur_ns > 0");
+    if (site && *site) {
+      put_s(&q, " AND (session, site) IN (SELECT session, site FROM sites FINAL WHERE name = ");
+      bad |= put_literal(&q, site);
+      put_s(&q, ")");
+    }
+    put_s(&q, night ? " GROUP BY key ORDER BY key" : " GROUP BY key ORDER BY first_unix_ns");
+    put_s(&q, " LIMIT 1000");
+  } else if (strcmp(name, "diff") == 0) {
+    if (!a || !*a || !b || !*b) {
+      snprintf(err, ecap, "diff needs a=BUILD&b=BUILD");
+      return TMK_EINVAL;
+    }
+    chbuf s = {0};
+    bad |= put_sessions(&s, program, a, b, days);
+    put_u8(&s, 0);
+    put_s(&q, "SELECT name, quantileIf(0.5)(dur_ns, build = ");
+    bad |= put_literal(&q, a);
+    put_s(&q, ") AS a_p50, quantileIf(0.5)(dur_ns, build = ");
+    bad |= put_literal(&q, b);
+    put_s(&q, ") AS b_p50, countIf(build = ");
+    bad |= put_literal(&q, a);
+    put_s(&q, ") AS a_n, countIf(build = ");
+    bad |= put_literal(&q, b);
+    put_s(&q, ") AS b_n, (b_p50 + 1) / (a_p50 + 1) AS ratio FROM (SELECT session, dur_ns, name "
+              "FROM zones FINAL ANY INNER JOIN (SELECT session, site, name FROM sites FINAL "
+              "WHERE session IN ");
+    if (!s.oom && s.p) {
+      put_s(&q, (const char*)s.p);
+      put_s(&q, ") USING (session, site) WHERE session IN ");
+      put_s(&q, (const char*)s.p);
+      put_s(&q, ") ANY INNER JOIN (SELECT session, build FROM sessions FINAL WHERE session IN ");
+      put_s(&q, (const char*)s.p);
+    }
+    snprintf(tmp, sizeof tmp, ") USING session GROUP BY name HAVING a_n > 0 AND b_n > 0 "
+                              "ORDER BY abs(log(ratio)) DESC LIMIT %ld", limit);
+    put_s(&q, tmp);
+    free(s.p);
+  } else {
+    snprintf(err, ecap, "unknown history query '%.40s' (programs, builds, sites, trend, diff)",
+             name);
+    return TMK_ENOTFOUND;
+  }
+  put_s(&q, " FORMAT JSONEachRow");
+  put_u8(&q, 0);
+  if (bad || q.oom) {
+    free(q.p);
+    snprintf(err, ecap, "a parameter is longer than 256 bytes or holds control characters");
+    return TMK_EINVAL;
+  }
+  char params[700];
+  snprintf(params, sizeof params,
+           "%s&readonly=2&max_execution_time=30&output_format_json_quote_64bit_integers=0",
+           ch->params);
+  chbuf resp = {0};
+  int rc = http_post_to(ch, params, (const char*)q.p, NULL, 0, &resp, HIST_MAX_ANSWER, err, ecap);
+  free(q.p);
+  if (rc) {
+    free(resp.p);
+    return TMK_ESOCKET;
+  }
+  tmk__json_begin_obj(out);
+  tmk__json_key(out, "query");
+  tmk__json_cstr(out, name);
+  tmk__json_key(out, "rows");
+  tmk__json_raw(out, "[", 1);
+  int first = 1;
+  for (size_t i = 0; i < resp.len;) {
+    const uint8_t* nl = memchr(resp.p + i, '\n', resp.len - i);
+    size_t n = nl ? (size_t)(nl - (resp.p + i)) : resp.len - i;
+    if (n) {
+      if (!first) tmk__json_raw(out, ",", 1);
+      tmk__json_raw(out, (const char*)resp.p + i, n);
+      first = 0;
+    }
+    i += n + 1;
+  }
+  tmk__json_raw(out, "]", 1);
+  out->need_comma = 1;
+  tmk__json_end_obj(out);
+  free(resp.p);
+  return 0;
+}

@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""clickhouse_test.py — the history sink against the real Debian clickhouse-server, started by the
+test in a temporary directory on free ports (chserver.py). Cases:
+  counts     relay + demo targets (two builds): rows in ClickHouse equal the relay's own counts
+  ch_kill    ClickHouse killed mid-stream, started again: exact counts, no duplicates
+  relay_kill relay killed (SIGKILL) with spilled batches, started again: they are sent
+  history    the relay's history queries (/api/history/*) on that data
+Usage: clickhouse_test.py CASE --bin DIR --tmp DIR"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chserver  # noqa: E402
+
+BIN = TMP = None
+RELAYS = []  # every relay started, killed at the end whatever happened
+TABLES = ["sessions", "sites", "threads", "zones", "frames", "plots", "messages"]
+
+
+def fail(msg):
+    raise AssertionError(msg)
+
+
+def eq(a, b, what):
+    if a != b:
+        fail(f"{what}: expected {b!r}, got {a!r}")
+
+
+def wait_for(pred, timeout=20.0, what="condition"):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        last = pred()
+        if last:
+            return last
+        time.sleep(0.1)
+    fail(f"timed out waiting for {what} (last: {last!r})")
+
+
+class Relay:
+    def __init__(self, ch_url, data, *extra, name="relay"):
+        self.logpath = os.path.join(TMP, f"{name}-{time.time_ns()}.log")
+        self.logf = open(self.logpath, "w")
+        args = [os.path.join(BIN, "telemark-relay"), "--listen", "127.0.0.1:0", "--http",
+                "127.0.0.1:0", "--data-dir", data, "--clickhouse", ch_url, *extra]
+        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT)
+        RELAYS.append(self.proc)
+        m = wait_for(lambda: self.proc.poll() is None and re.search(
+            r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/",
+            self.log()), 10, "relay start")
+        self.port, self.http = int(m.group(1)), int(m.group(2))
+
+    def log(self):
+        with open(self.logpath) as f:
+            return f.read()
+
+    def api(self, path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http}{path}", timeout=30) as r:
+            return json.load(r)
+
+    def sink(self):
+        return self.api("/api/relay")["clickhouse"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(30)
+        eq(self.proc.returncode, 0, "relay exit code")
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def demo(relay, seconds, build, label, transport="udp"):
+    return subprocess.Popen([os.path.join(BIN, "telemark-demo"), "--seconds", str(seconds),
+                             "--relay", f"127.0.0.1:{relay.port}", "--transport", transport,
+                             "--build", build, "--label", label],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def relay_counts(relay):
+    """{session id (int): zones} from the relay's own API, for sessions that said BYE."""
+    out = {}
+    for s in relay.api("/api/sessions"):
+        out[int(s["session_id"], 16)] = s["stats"]["zones"]
+    return out
+
+
+def relay_frames(relay, sid):
+    ev = relay.api(f"/api/sessions/{sid:016x}/events?type=frame&limit=1000000")
+    return len(ev["events"]) if isinstance(ev, dict) else len(ev)
+
+
+def ch_zones(ch, final=True):
+    rows = ch.query("SELECT session, count() FROM zones %s GROUP BY session FORMAT TSV" %
+                    ("FINAL" if final else ""))
+    return {int(a): int(b) for a, b in (l.split("\t") for l in rows.split("\n") if l)}
+
+
+def drained(relay):
+    s = relay.sink()
+    return s if s["batches_pending"] == 0 and s["up"] else None
+
+
+def check_exact(ch, relay_zones, what):
+    got = ch_zones(ch)
+    eq(got, relay_zones, f"{what}: zones per session in ClickHouse (FINAL) vs the relay")
+    # The sessions table carries the sink's own count: equal again.
+    rows = ch.query("SELECT session, zones FROM sessions FINAL FORMAT TSV")
+    srows = {int(a): int(b) for a, b in (l.split("\t") for l in rows.split("\n") if l)}
+    eq(srows, relay_zones, f"{what}: sessions.zones vs the relay")
+    # Physically merged, the table holds every zone exactly once.
+    ch.query("OPTIMIZE TABLE zones FINAL")
+    eq(ch_zones(ch, final=False), relay_zones, f"{what}: zones after OPTIMIZE FINAL")
+    n = ch.scalar("SELECT count() - uniqExact(session, n) FROM zones")
+    eq(n, 0, f"{what}: duplicate (session, n) keys")
+
+
+# ----------------------------------------------------------------------------------------------
+def case_counts():
+    ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
+    try:
+        relay = Relay(ch.url(), os.path.join(TMP, "data"))
+        d1 = demo(relay, 2, "4120", "nightly")
+        d2 = demo(relay, 2, "4121", "dev-kit 7", transport="tcp")
+        eq(d1.wait(30), 0, "demo 1 exit")
+        eq(d2.wait(30), 0, "demo 2 exit")
+        sessions = wait_for(lambda: [s for s in relay.api("/api/sessions") if not s["live"]]
+                            if all(not s["live"] for s in relay.api("/api/sessions")) else None,
+                            20, "both sessions ended")
+        eq(sorted((s["build"], s["label"]) for s in sessions),
+           [("4120", "nightly"), ("4121", "dev-kit 7")], "build/label in /api/sessions")
+        want = relay_counts(relay)
+        eq(len(want), 2, "sessions")
+        wait_for(lambda: drained(relay), 20, "sink drained")
+        time.sleep(1.2)  # the last sessions row is written on the next second tick
+        wait_for(lambda: drained(relay), 20, "sink drained")
+        s = relay.sink()
+        eq(s["errors"], 0, "sink errors")
+        eq(s["rows_dropped"], 0, "rows dropped")
+        eq(ch_zones(ch, final=False), want, "zones without FINAL (nothing was retried)")
+        for sid in want:
+            eq(ch.scalar(f"SELECT count() FROM frames FINAL WHERE session = {sid}"),
+               relay_frames(relay, sid), f"frames of {sid:016x}")
+        builds = ch.query("SELECT build, label, program FROM sessions FINAL ORDER BY build "
+                          "FORMAT TSV")
+        eq(builds, "4120\tnightly\ttelemark-demo\n4121\tdev-kit 7\ttelemark-demo\n",
+           "sessions rows")
+        n_sites = ch.scalar("SELECT count() FROM sites FINAL")
+        if n_sites < 10:
+            fail(f"only {n_sites} site rows")
+        if s["rows_sent"] < sum(want.values()):
+            fail(f"rows_sent {s['rows_sent']} < zones {sum(want.values())}")
+        relay.stop()
+        check_exact(ch, want, "counts")
+    finally:
+        ch.stop()
+
+
+def case_ch_kill():
+    ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
+    try:
+        relay = Relay(ch.url(), os.path.join(TMP, "data"))
+        d = demo(relay, 5, "5000", "kill")
+        wait_for(lambda: relay.sink()["rows_sent"] > 0, 10, "first rows sent")
+        time.sleep(0.7)
+        ch.kill()  # mid-stream: requests in flight are cut
+        s = wait_for(lambda: (lambda s: s if s["batches_spilled"] > 0 and not s["up"] else None)(
+            relay.sink()), 20, "batches spilled while ClickHouse is down")
+        if not s["last_error"]:
+            fail("last_error is empty while ClickHouse is down")
+        eq(d.wait(30), 0, "demo exit")
+        wait_for(lambda: all(not x["live"] for x in relay.api("/api/sessions")), 20, "BYE")
+        want = relay_counts(relay)
+        time.sleep(1.5)  # the final rows are staged and spilled
+        spilled = relay.sink()["batches_spilled"]
+        if spilled == 0:
+            fail("nothing waits on disk while ClickHouse is down")
+        ch.start()
+        wait_for(lambda: drained(relay), 30, "spilled batches sent after ClickHouse came back")
+        s = relay.sink()
+        if s["errors"] == 0:
+            fail("errors counter stayed 0")
+        eq(s["rows_dropped"], 0, "rows dropped")
+        relay.stop()
+        check_exact(ch, want, "ClickHouse killed mid-stream")
+    finally:
+        ch.stop()
+
+
+def case_relay_kill():
+    ch = chserver.ClickHouse(os.path.join(TMP, "ch"))  # not started: everything spills
+    data = os.path.join(TMP, "data")
+    try:
+        relay = Relay(ch.url(), data)
+        d = demo(relay, 2, "6000", "relay-kill")
+        eq(d.wait(30), 0, "demo exit")
+        wait_for(lambda: all(not x["live"] for x in relay.api("/api/sessions")), 20, "BYE")
+        want = relay_counts(relay)
+        time.sleep(1.5)  # the last batch is sealed and the final sessions row written
+        s = wait_for(lambda: (lambda s: s if s["batches_pending"] == s["batches_spilled"] > 0
+                              else None)(relay.sink()), 20, "every batch on disk")
+        relay.kill()  # SIGKILL: only the spill directory survives
+        files = os.listdir(os.path.join(data, "clickhouse-spill"))
+        eq(len([f for f in files if f.endswith(".tmkch")]), s["batches_spilled"], "spill files")
+        ch.start()
+        relay2 = Relay(ch.url(), data, name="relay2")
+        if "spilled batches from an earlier run" not in relay2.log():
+            fail("the restarted relay did not announce the spilled batches")
+        wait_for(lambda: drained(relay2), 30, "spilled batches sent by the restarted relay")
+        eq([f for f in os.listdir(os.path.join(data, "clickhouse-spill")) if f.endswith(".tmkch")],
+           [], "spill directory after sending")
+        relay2.stop()
+        check_exact(ch, want, "relay killed with spilled batches")
+    finally:
+        ch.stop()
+
+
+def case_history():
+    ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
+    try:
+        relay = Relay(ch.url(), os.path.join(TMP, "data"))
+        ds = [demo(relay, 1.5, "7001", "a"), demo(relay, 1.5, "7002", "b"),
+              demo(relay, 1.5, "7002", "c", transport="tcp")]
+        for d in ds:
+            eq(d.wait(30), 0, "demo exit")
+        wait_for(lambda: all(not x["live"] for x in relay.api("/api/sessions")), 20, "BYE")
+        time.sleep(1.2)
+        wait_for(lambda: drained(relay), 20, "sink drained")
+        h = lambda q: relay.api("/api/history/" + q)
+        progs = h("programs")["rows"]
+        eq([(p["program"], p["sessions"], p["builds"]) for p in progs], [("telemark-demo", 3, 2)],
+           "programs")
+        builds = h("builds?program=telemark-demo")["rows"]
+        # ordered by first session: the demos start together, so compare as a set
+        eq(sorted((b["build"], b["sessions"]) for b in builds), [("7001", 1), ("7002", 2)], "builds")
+        sites = h("sites?program=telemark-demo")["rows"]
+        names = {(x["name"], x["what"]) for x in sites}
+        for want in [("Render::frame", "zone"), ("Game::load_level", "zone")]:
+            if want not in names:
+                fail(f"{want} missing from sites: {sorted(names)[:10]}")
+        trend = h("trend?program=telemark-demo&what=zone&site=Render%3A%3Aframe&by=build")["rows"]
+        trend.sort(key=lambda t: t["key"])
+        eq([t["key"] for t in trend], ["7001", "7002"], "trend keys by build")
+        direct = ch.scalar("SELECT count() FROM zones FINAL WHERE (session, site) IN "
+                           "(SELECT session, site FROM sites FINAL WHERE name = 'Render::frame')")
+        eq(sum(t["n"] for t in trend), direct, "trend counts vs ClickHouse")
+        for t in trend:
+            if not (0 < t["p50"] <= t["p95"] <= t["max"]):
+                fail(f"trend row out of order: {t}")
+        eq(trend[1]["sessions"], 2, "sessions of build 7002")
+        nights = h("trend?program=telemark-demo&what=frame&by=night")["rows"]
+        eq(len(nights), 1, "one night")
+        eq(nights[0]["key"], time.strftime("%Y-%m-%d", time.gmtime()), "night key")
+        diff = h("diff?program=telemark-demo&a=7001&b=7002&limit=5")["rows"]
+        if not 1 <= len(diff) <= 5 or any(d["a_n"] == 0 or d["b_n"] == 0 for d in diff):
+            fail(f"diff rows: {diff}")
+        # Parameters are values, never SQL.
+        inj = h("trend?program=telemark-demo&what=zone&by=build&site=" +
+                urllib.request.quote("x' OR 1=1 OR name = '"))["rows"]
+        eq(inj, [], "quoted site name matches nothing")
+        for bad, code in [("trend?program=telemark-demo&what=zone", 400),
+                          ("trend?program=telemark-demo&what=sql&site=x", 400),
+                          ("builds", 400), ("builds?program=x&days=0", 400),
+                          ("builds?program=" + "x" * 300, 400),
+                          ("drop_tables?program=x", 404)]:
+            try:
+                relay.api("/api/history/" + bad)
+                fail(f"{bad}: answered 200")
+            except urllib.error.HTTPError as e:
+                eq(e.code, code, f"status of {bad}")
+        relay.stop()
+        ch.kill()
+        # Without ClickHouse the history answers 502 with the reason.
+        relay = Relay(ch.url(), os.path.join(TMP, "data"), name="relay-noch")
+        try:
+            relay.api("/api/history/programs")
+            fail("history answered without ClickHouse")
+        except urllib.error.HTTPError as e:
+            eq(e.code, 502, "status without ClickHouse")
+            if "connect" not in json.load(e)["error"]:
+                fail("the 502 does not say why")
+        relay.stop()
+    finally:
+        ch.stop()
+
+
+CASES = {"counts": case_counts, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
+         "history": case_history}
+
+
+def main():
+    global BIN, TMP
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--tmp", required=True)
+    a = ap.parse_args()
+    BIN = a.bin
+    TMP = os.path.abspath(a.tmp)
+    if not os.path.exists(chserver.SERVER):
+        print("SKIP: clickhouse-server is not installed (scripts/deps.sh)")
+        return 77
+    if os.path.isdir(TMP):
+        shutil.rmtree(TMP)
+    os.makedirs(TMP)
+    try:
+        CASES[a.case]()
+    finally:
+        for p in RELAYS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    print(f"{a.case}: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
