@@ -161,7 +161,7 @@ typedef struct tmk_zone_ctx {
 /* The smallest arena tmk_agent_init accepts: the flusher's state, one thread slot with a 256-byte
  * ring and 512-byte packets, when the arena is 64-byte aligned (an unaligned one needs up to 63
  * bytes more). Exact on 64-bit targets; 32-bit ones need 192 bytes less but are held to it. */
-#define TMK_ARENA_MIN 8000u
+#define TMK_ARENA_MIN 8128u
 
 /* Starts the agent with `bytes` of caller memory at `arena` (TMK_ARENA_MIN at least, 8 KB or
  * more for a few threads; it must stay valid
