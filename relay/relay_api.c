@@ -347,6 +347,23 @@ static int zone_cb(void* ud, const tmk_relay_zone* z) {
   return j->oom;
 }
 
+/* Ends a …/zones or …/events answer: the array its callback filled, then count and truncated.
+ * n < 0 (the query's result) means the session is unknown. */
+static int reply_list(struct mg_connection* conn, tmk__json* j, int n, uint64_t count,
+                      uint64_t limit) {
+  if (n < 0) {
+    tmk__json_free(j);
+    return send_error(conn, TMK_ENOTFOUND, "no such session");
+  }
+  tmk__json_end_arr(j);
+  tmk__json_key(j, "count");
+  tmk__json_u64(j, count);
+  tmk__json_key(j, "truncated");
+  tmk__json_bool(j, count >= limit);
+  tmk__json_end_obj(j);
+  return reply(conn, 200, j);
+}
+
 static int h_zones(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk_relay_query q;
   if (parse_query(conn, &q)) return 400;
@@ -361,17 +378,7 @@ static int h_zones(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk__json_begin_arr(&j);
   zone_ctx c = {&j, 0};
   int n = tmk_relay_query_zones(r, id, &q, zone_cb, &c);
-  if (n < 0) {
-    tmk__json_free(&j);
-    return send_error(conn, TMK_ENOTFOUND, "no such session");
-  }
-  tmk__json_end_arr(&j);
-  tmk__json_key(&j, "count");
-  tmk__json_u64(&j, c.n);
-  tmk__json_key(&j, "truncated");
-  tmk__json_bool(&j, c.n >= q.limit);
-  tmk__json_end_obj(&j);
-  return reply(conn, 200, &j);
+  return reply_list(conn, &j, n, c.n, q.limit);
 }
 
 static const char* const k_ev_names[] = {"", "frame", "plot", "message", "marker_begin",
@@ -444,17 +451,7 @@ static int h_events(struct mg_connection* conn, tmk_relay* r, const char* id) {
   tmk__json_begin_arr(&j);
   zone_ctx c = {&j, 0};
   int n = tmk_relay_query_events(r, id, &q, mask, event_cb, &c);
-  if (n < 0) {
-    tmk__json_free(&j);
-    return send_error(conn, TMK_ENOTFOUND, "no such session");
-  }
-  tmk__json_end_arr(&j);
-  tmk__json_key(&j, "count");
-  tmk__json_u64(&j, c.n);
-  tmk__json_key(&j, "truncated");
-  tmk__json_bool(&j, c.n >= q.limit);
-  tmk__json_end_obj(&j);
-  return reply(conn, 200, &j);
+  return reply_list(conn, &j, n, c.n, q.limit);
 }
 
 static int site_cb(void* ud, const tmk_relay_site* s) {
