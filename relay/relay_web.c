@@ -179,6 +179,8 @@ static int serve_asset(struct mg_connection* conn, void* ud) {
   mg_printf(conn,
             "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %lu\r\nCache-Control: no-cache\r\n"
             "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
+            "Cross-Origin-Opener-Policy: same-origin\r\nCross-Origin-Embedder-Policy: require-corp\r\n"
+            "Cross-Origin-Resource-Policy: same-origin\r\n"
             "Content-Security-Policy: default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'\r\n\r\n",
             a->content_type, (unsigned long)a->size);
   if (strcmp(ri->request_method, "HEAD") != 0) mg_write(conn, a->data, a->size);
