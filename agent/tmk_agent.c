@@ -54,6 +54,9 @@ static tmk__thread* attach_thread(void) {
     t->nmarkers = 0;
     t->held = 0;
     t->cut = TMK__NO_CUT;
+    /* A thread id of its own, not the slot's: a later thread reusing this slot must not show up
+     * in the relay as this thread renamed. */
+    t->id = (tmk_port_add32(&tmk__g.thread_ids, 1u) - 1u) & 0x7FFFFFFFu; /* never NO_THREAD */
     t->wake_mark = t->head + tmk__g.ring_words / 2u;
     tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_ACTIVE);
     tmk_port_tls_set(TLS_VALUE(tag, i));
@@ -507,7 +510,6 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
       break;
     }
     t->mask = ring_bytes / 8u - 1u;
-    t->index = i;
   }
   if (threads == 0) return TMK_ENOMEM;
   tmk__g.nthreads = threads;

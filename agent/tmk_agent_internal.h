@@ -61,7 +61,8 @@ typedef struct tmk__thread {
   /* fixed after init */
   uint64_t* buf;
   uint32_t mask; /* words - 1 */
-  uint32_t index;
+  /* set by the thread that claims the slot, before the ACTIVE release; read by the flusher */
+  uint32_t id; /* the thread id on the wire: a new one for every thread that claims the slot */
 } tmk__thread;
 
 /* ---- Agent state: the hot path's, owned by tmk_agent.c ------------------------------------
@@ -92,6 +93,7 @@ typedef struct tmk__agent {
   tmk_port_wake wake;
 #endif
   uint32_t no_thread_drops;
+  uint32_t thread_ids; /* wire thread ids handed out so far (attach_thread) */
 
   /* flusher side */
   uint32_t flush_lock;

@@ -412,7 +412,7 @@ static void drain_thread(tmk__thread* t) {
       case TMK__E_ZONE: {
         tmk_proto_zone* z;
         uint32_t id = site_id(site);
-        if (g->batch_len == g->batch_cap) flush_batch(t->index);
+        if (g->batch_len == g->batch_cap) flush_batch(t->id);
         z = &g->batch[g->batch_len++];
         z->start = time;
         z->duration = ring_word(t, tail + 3) - time;
@@ -423,7 +423,7 @@ static void drain_thread(tmk__thread* t) {
       case TMK__E_FRAME:
         r.type = TMK_REC_FRAME;
         r.site = site_id(site);
-        emit(&r, t->index);
+        emit(&r, t->id);
         break;
       case TMK__E_PLOT_I:
       case TMK__E_PLOT_D:
@@ -431,7 +431,7 @@ static void drain_thread(tmk__thread* t) {
         r.site = site_id(site);
         r.aux = type == TMK__E_PLOT_D;
         r.value = ring_word(t, tail + 3);
-        emit(&r, t->index);
+        emit(&r, t->id);
         break;
       case TMK__E_MARKER:
       case TMK__E_MESSAGE:
@@ -445,7 +445,7 @@ static void drain_thread(tmk__thread* t) {
           r.aux = site->severity;
           r.value = site->verbosity;
         }
-        emit(&r, t->index);
+        emit(&r, t->id);
         break;
       case TMK__E_THREAD_NAME:
         if (len > TMK__NAME_MAX) len = TMK__NAME_MAX;
@@ -453,7 +453,7 @@ static void drain_thread(tmk__thread* t) {
         t->name[len] = 0;
         t->name_len = len;
         r.type = TMK_REC_THREAD_NAME;
-        r.aux = t->index;
+        r.aux = t->id;
         r.data = t->name;
         r.len = len;
         emit(&r, NO_THREAD);
@@ -465,7 +465,7 @@ static void drain_thread(tmk__thread* t) {
     tail += words;
     tmk_port_store32_release(&t->tail, tail); /* entries are copied out: free them now */
   }
-  if (g->batch_len) flush_batch(t->index);
+  if (g->batch_len) flush_batch(t->id);
   tmk_port_store32_release(&t->tail, tail);
 }
 
@@ -516,7 +516,7 @@ static void emit_meta(void) {
     if (!t->name_len) continue;
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_THREAD_NAME;
-    r.aux = t->index;
+    r.aux = t->id;
     r.data = t->name;
     r.len = t->name_len;
     emit(&r, NO_THREAD);

@@ -269,6 +269,37 @@ static void ten_threads_on_four_slots(void** state) {
   assert_int_equal(recv_zones_named(&sink, "p2"), 1000);
 }
 
+static void* named_short_lived(void* arg) {
+  tmk_thread_name((const char*)arg);
+  return short_lived(NULL);
+}
+
+/* A thread that takes the slot an exited thread gave back gets a thread id of its own: the
+ * relay must see two threads with their own names, not the first one renamed (the cross-target
+ * sendtest lost "worker-a" this way when worker-a ended before worker-b began). */
+static void reused_slot_gets_a_new_thread_id(void** state) {
+  static const char* names[2] = {"first", "second"};
+  tmk_agent_desc d;
+  pthread_t t;
+  int i;
+  (void)state;
+  recv_init_offline(&sink);
+  d = sink_desc(&sink);
+  d.max_threads = 1;
+  d.ring_bytes = 8192;
+  d.overflow = TMK_OVERFLOW_WAIT;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  for (i = 0; i < 2; i++) {
+    pthread_create(&t, NULL, named_short_lived, (void*)names[i]);
+    pthread_join(t, NULL);
+    tmk_agent_flush(); /* the flusher drains the dead slot and frees it */
+  }
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(recv_zones_named(&sink, "p2"), 200);
+  assert_string_equal(sink.thread_names[0], "first");
+  assert_string_equal(sink.thread_names[1], "second");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       AGENT_TEST(wait_mode_loses_nothing),
@@ -278,6 +309,7 @@ int main(void) {
       AGENT_TEST(wait_mode_deep_nesting_does_not_block),
       AGENT_TEST(thread_slots_counted_and_reused),
       AGENT_TEST(ten_threads_on_four_slots),
+      AGENT_TEST(reused_slot_gets_a_new_thread_id),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
