@@ -10,7 +10,6 @@
               and the plot.
 Usage: baremetal_e2e.py CASE --bin DIR --tmp DIR [--vectors DIR] [--image ELF] [--qemu QEMU]"""
 import argparse
-import json
 import os
 import re
 import shutil
@@ -18,56 +17,15 @@ import subprocess
 import sys
 import time
 import tty
-import urllib.request
 
 
-def fail(msg):
-    raise AssertionError(msg)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from relayproc import RelayProcess, eq, fail, wait_for  # noqa: E402
 
 
-def eq(a, b, what):
-    if a != b:
-        fail(f"{what}: expected {b!r}, got {a!r}")
-
-
-def wait_for(pred, timeout, what):
-    end = time.time() + timeout
-    last = None
-    while time.time() < end:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.05)
-    fail(f"timed out waiting for {what} (last: {last!r})")
-
-
-class Relay:
-    def __init__(self, binary, tmp, serial):
-        self.logpath = os.path.join(tmp, "relay.log")
-        self.logf = open(self.logpath, "w")
-        self.proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
-                                      "--data-dir", os.path.join(tmp, "data"), "--serial", serial],
-                                     stdout=self.logf, stderr=subprocess.STDOUT)
-        m = wait_for(lambda: self.proc.poll() is None and re.search(
-            r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/",
-            open(self.logpath).read()), 10, "relay start")
-        self.http = int(m.group(2))
-
-    def get(self, path):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.http}{path}", timeout=10) as r:
-            eq(r.status, 200, f"GET {path}")
-            return json.loads(r.read())
-
-    def log(self):
-        return open(self.logpath).read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        finally:
-            self.logf.close()
+def Relay(binary, tmp, serial):
+    return RelayProcess(binary, os.path.join(tmp, "relay.log"), os.path.join(tmp, "data"),
+                        "--serial", serial)
 
 
 def frame(packet):

@@ -7,15 +7,11 @@ test in a temporary directory on free ports (chserver.py). Cases:
   history    the relay's history queries (/api/history/*) on that data
 Usage: clickhouse_test.py CASE --bin DIR --tmp DIR"""
 import argparse
-import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -26,59 +22,25 @@ RELAYS = []  # every relay started, killed at the end whatever happened
 TABLES = ["sessions", "sites", "threads", "zones", "frames", "plots", "messages"]
 
 
-def fail(msg):
-    raise AssertionError(msg)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from relayproc import RelayProcess, eq, fail, wait_for  # noqa: E402
 
 
-def eq(a, b, what):
-    if a != b:
-        fail(f"{what}: expected {b!r}, got {a!r}")
-
-
-def wait_for(pred, timeout=20.0, what="condition"):
-    end = time.time() + timeout
-    last = None
-    while time.time() < end:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.1)
-    fail(f"timed out waiting for {what} (last: {last!r})")
-
-
-class Relay:
+class Relay(RelayProcess):
     def __init__(self, ch_url, data, *extra, name="relay"):
-        self.logpath = os.path.join(TMP, f"{name}-{time.time_ns()}.log")
-        self.logf = open(self.logpath, "w")
-        args = [os.path.join(BIN, "telemark-relay"), "--listen", "127.0.0.1:0", "--http",
-                "127.0.0.1:0", "--data-dir", data, "--clickhouse", ch_url, *extra]
-        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT)
+        super().__init__(os.path.join(BIN, "telemark-relay"),
+                         os.path.join(TMP, f"{name}-{time.time_ns()}.log"), data,
+                         "--clickhouse", ch_url, *extra)
         RELAYS.append(self.proc)
-        m = wait_for(lambda: self.proc.poll() is None and re.search(
-            r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/",
-            self.log()), 10, "relay start")
-        self.port, self.http = int(m.group(1)), int(m.group(2))
 
-    def log(self):
-        with open(self.logpath) as f:
-            return f.read()
-
-    def api(self, path):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.http}{path}", timeout=30) as r:
-            return json.load(r)
+    def get(self, path, timeout=30):  # history queries can take a while on a loaded machine
+        return super().get(path, timeout)
 
     def sink(self):
-        return self.api("/api/relay")["clickhouse"]
+        return self.get("/api/relay")["clickhouse"]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(30)
-        eq(self.proc.returncode, 0, "relay exit code")
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
+        eq(super().stop(timeout=30), 0, "relay exit code")
 
 
 def demo(relay, seconds, build, label, transport="udp"):
@@ -91,13 +53,13 @@ def demo(relay, seconds, build, label, transport="udp"):
 def relay_counts(relay):
     """{session id (int): zones} from the relay's own API, for sessions that said BYE."""
     out = {}
-    for s in relay.api("/api/sessions"):
+    for s in relay.get("/api/sessions"):
         out[int(s["session_id"], 16)] = s["stats"]["zones"]
     return out
 
 
 def relay_frames(relay, sid):
-    ev = relay.api(f"/api/sessions/{sid:016x}/events?type=frame&limit=1000000")
+    ev = relay.get(f"/api/sessions/{sid:016x}/events?type=frame&limit=1000000")
     return len(ev["events"]) if isinstance(ev, dict) else len(ev)
 
 
@@ -135,8 +97,8 @@ def case_counts():
         d2 = demo(relay, 2, "4121", "dev-kit 7", transport="tcp")
         eq(d1.wait(30), 0, "demo 1 exit")
         eq(d2.wait(30), 0, "demo 2 exit")
-        sessions = wait_for(lambda: [s for s in relay.api("/api/sessions") if not s["live"]]
-                            if all(not s["live"] for s in relay.api("/api/sessions")) else None,
+        sessions = wait_for(lambda: [s for s in relay.get("/api/sessions") if not s["live"]]
+                            if all(not s["live"] for s in relay.get("/api/sessions")) else None,
                             20, "both sessions ended")
         eq(sorted((s["build"], s["label"]) for s in sessions),
            [("4120", "nightly"), ("4121", "dev-kit 7")], "build/label in /api/sessions")
@@ -180,7 +142,7 @@ def case_ch_kill():
         if not s["last_error"]:
             fail("last_error is empty while ClickHouse is down")
         eq(d.wait(30), 0, "demo exit")
-        wait_for(lambda: all(not x["live"] for x in relay.api("/api/sessions")), 20, "BYE")
+        wait_for(lambda: all(not x["live"] for x in relay.get("/api/sessions")), 20, "BYE")
         want = relay_counts(relay)
         time.sleep(1.5)  # the final rows are staged and spilled
         spilled = relay.sink()["batches_spilled"]
@@ -205,7 +167,7 @@ def case_relay_kill():
         relay = Relay(ch.url(), data)
         d = demo(relay, 2, "6000", "relay-kill")
         eq(d.wait(30), 0, "demo exit")
-        wait_for(lambda: all(not x["live"] for x in relay.api("/api/sessions")), 20, "BYE")
+        wait_for(lambda: all(not x["live"] for x in relay.get("/api/sessions")), 20, "BYE")
         want = relay_counts(relay)
         time.sleep(1.5)  # the last batch is sealed and the final sessions row written
         s = wait_for(lambda: (lambda s: s if s["batches_pending"] == s["batches_spilled"] > 0
@@ -234,10 +196,10 @@ def case_history():
               demo(relay, 1.5, "7002", "c", transport="tcp")]
         for d in ds:
             eq(d.wait(30), 0, "demo exit")
-        wait_for(lambda: all(not x["live"] for x in relay.api("/api/sessions")), 20, "BYE")
+        wait_for(lambda: all(not x["live"] for x in relay.get("/api/sessions")), 20, "BYE")
         time.sleep(1.2)
         wait_for(lambda: drained(relay), 20, "sink drained")
-        h = lambda q: relay.api("/api/history/" + q)
+        h = lambda q: relay.get("/api/history/" + q)
         progs = h("programs")["rows"]
         eq([(p["program"], p["sessions"], p["builds"]) for p in progs], [("telemark-demo", 3, 2)],
            "programs")
@@ -274,22 +236,16 @@ def case_history():
                           ("builds", 400), ("builds?program=x&days=0", 400),
                           ("builds?program=" + "x" * 300, 400),
                           ("drop_tables?program=x", 404)]:
-            try:
-                relay.api("/api/history/" + bad)
-                fail(f"{bad}: answered 200")
-            except urllib.error.HTTPError as e:
-                eq(e.code, code, f"status of {bad}")
+            st, _ = relay.api("GET", "/api/history/" + bad, timeout=30)
+            eq(st, code, f"status of {bad}")
         relay.stop()
         ch.kill()
         # Without ClickHouse the history answers 502 with the reason.
         relay = Relay(ch.url(), os.path.join(TMP, "data"), name="relay-noch")
-        try:
-            relay.api("/api/history/programs")
-            fail("history answered without ClickHouse")
-        except urllib.error.HTTPError as e:
-            eq(e.code, 502, "status without ClickHouse")
-            if "connect" not in json.load(e)["error"]:
-                fail("the 502 does not say why")
+        st, js = relay.api("GET", "/api/history/programs", timeout=30)
+        eq(st, 502, "status without ClickHouse")
+        if "connect" not in js["error"]:
+            fail("the 502 does not say why")
         relay.stop()
     finally:
         ch.stop()

@@ -14,8 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 BIN = TMP = QEMU = PPC_SYNTH = DEMO = SENDTEST = BIG_ENDIAN = None
 RELAY = "telemark-relay"  # or telemark-relay-asan (ASan + UBSan build)
@@ -23,68 +21,15 @@ FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--se
          "--reorder-window", "--log-level"]
 
 
-def fail(msg):
-    raise AssertionError(msg)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from relayproc import RelayProcess, check, eq, fail, wait_for  # noqa: E402
 
 
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-def eq(a, b, what):
-    if a != b:
-        fail(f"{what}: expected {b!r}, got {a!r}")
-
-
-def wait_for(pred, timeout=10.0, what="condition"):
-    end = time.time() + timeout
-    last = None
-    while time.time() < end:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.05)
-    fail(f"timed out waiting for {what} (last: {last!r})")
-
-
-class Relay:
+class Relay(RelayProcess):
     def __init__(self, *extra, data=None, name="relay", preexec=None):
         self.data = data or os.path.join(TMP, "data")
-        self.logpath = os.path.join(TMP, f"{name}-{time.time_ns()}.log")
-        self.logf = open(self.logpath, "w")
-        args = [os.path.join(BIN, RELAY), "--listen", "127.0.0.1:0", "--http",
-                "127.0.0.1:0", "--data-dir", self.data, *map(str, extra)]
-        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     preexec_fn=preexec)
-        m = wait_for(lambda: self.proc.poll() is None and re.search(
-            r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/", self.log()),
-            5, "relay start")
-        self.port, self.http = int(m.group(1)), int(m.group(2))
-
-    def log(self):
-        with open(self.logpath) as f:
-            return f.read()
-
-    def api(self, method, path, body=None, raw=None):
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}", data=data,
-                                     method=method,
-                                     headers={"Content-Type": "application/json"} if method == "POST" else {})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            text = e.read()
-            try:
-                return e.code, json.loads(text)
-            except ValueError:
-                fail(f"{method} {path}: {e.code} with a body that is not JSON: {text!r}")
-
-    def get(self, path):
-        st, js = self.api("GET", path)
-        eq(st, 200, f"GET {path} status ({js})")
-        return js
+        super().__init__(os.path.join(BIN, RELAY), os.path.join(TMP, f"{name}-{time.time_ns()}.log"),
+                         self.data, *extra, preexec=preexec, start_timeout=5)
 
     def sessions(self):
         return self.get("/api/sessions")
@@ -101,27 +46,6 @@ class Relay:
         js = self.session(sid)
         eq(js["stats"]["zones"], n, f"zones of {sid}")
         return js
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(15)
-        finally:
-            self.logf.close()
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-        self.logf.close()
-
-    def rss_kb(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
 
 
 class WS:
@@ -1089,6 +1013,12 @@ def case_browser_checks():
                                 "Access-Control-Request-Headers": "content-type"})
         check("access-control-allow-origin" not in hdrs, f"CORS preflight granted: {st} {hdrs}")
         local = {"Host": f"127.0.0.1:{r.http}"}
+        for asset in ("/", "/js/lod_worker.js"):  # the page and its worker are cross-origin isolated
+            st, hdrs, _ = raw_http(r.http, "GET", asset, local)
+            eq(st, 200, f"GET {asset}")
+            eq(hdrs.get("cross-origin-opener-policy"), "same-origin", f"{asset} COOP")
+            eq(hdrs.get("cross-origin-embedder-policy"), "require-corp", f"{asset} COEP")
+            eq(hdrs.get("cross-origin-resource-policy"), "same-origin", f"{asset} CORP")
         path = f"/api/sessions/{sid}/record/start"
         st, _, _ = raw_http(r.http, "POST", path, {**local, "Content-Type": "text/plain",
                                                    "Origin": "http://evil.example"}, b"{}")
