@@ -194,6 +194,17 @@ static void wait_mode_deep_nesting_does_not_block(void** state) {
   assert_int_equal(sink.max_depth, 7);
 }
 
+/* Starts the agent on the offline sink with `slots` thread slots of 8 KB rings, wait mode. */
+static void start_with_slots(uint32_t slots) {
+  tmk_agent_desc d;
+  recv_init_offline(&sink);
+  d = sink_desc(&sink);
+  d.max_threads = slots;
+  d.ring_bytes = 8192;
+  d.overflow = TMK_OVERFLOW_WAIT;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+}
+
 static void* short_lived(void* arg) {
   int i;
   (void)arg;
@@ -211,18 +222,12 @@ static void* held(void* arg) {
 }
 
 static void thread_slots_counted_and_reused(void** state) {
-  tmk_agent_desc d;
   tmk_agent_stats s;
   pthread_t t[4];
   pthread_barrier_t both;
   int i;
   (void)state;
-  recv_init_offline(&sink);
-  d = sink_desc(&sink);
-  d.max_threads = 2;
-  d.ring_bytes = 8192;
-  d.overflow = TMK_OVERFLOW_WAIT;
-  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  start_with_slots(2);
   for (i = 0; i < 6; i++) { /* one after the other: exited threads free their slot */
     pthread_create(&t[0], NULL, short_lived, NULL);
     pthread_join(t[0], NULL);
@@ -247,17 +252,11 @@ static void short_lived_port(void* arg) { (void)short_lived(arg); }
 /* issue 11: 10 threads one after another on 4 slots, started with the port's own thread call,
  * lose nothing: each exit (the port's thread-exit hook) frees the slot for the next thread. */
 static void ten_threads_on_four_slots(void** state) {
-  tmk_agent_desc d;
   tmk_agent_stats s;
   tmk_port_thread t;
   int i;
   (void)state;
-  recv_init_offline(&sink);
-  d = sink_desc(&sink);
-  d.max_threads = 4;
-  d.ring_bytes = 8192;
-  d.overflow = TMK_OVERFLOW_WAIT;
-  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  start_with_slots(4);
   for (i = 0; i < 10; i++) {
     assert_int_equal(tmk_port_thread_start(&t, short_lived_port, NULL), 0);
     assert_int_equal(tmk_port_thread_join(&t), 0);
@@ -279,16 +278,10 @@ static void* named_short_lived(void* arg) {
  * sendtest lost "worker-a" this way when worker-a ended before worker-b began). */
 static void reused_slot_gets_a_new_thread_id(void** state) {
   static const char* names[2] = {"first", "second"};
-  tmk_agent_desc d;
   pthread_t t;
   int i;
   (void)state;
-  recv_init_offline(&sink);
-  d = sink_desc(&sink);
-  d.max_threads = 1;
-  d.ring_bytes = 8192;
-  d.overflow = TMK_OVERFLOW_WAIT;
-  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  start_with_slots(1);
   for (i = 0; i < 2; i++) {
     pthread_create(&t, NULL, named_short_lived, (void*)names[i]);
     pthread_join(t, NULL);
