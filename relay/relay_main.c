@@ -414,6 +414,7 @@ int main(int argc, char** argv) {
     memset(&wd, 0, sizeof wd);
     wd.token = cfg.token;
     wd.check_origin = 1;
+    wd.ws_idle_ms = cfg.ws_idle_s * 1000u;
     for (int b = 0; b < 32; b++) wd.team_names[b] = cfg.team_names[b][0] ? cfg.team_names[b] : NULL;
     if (tmk_relay_web_create(&wd, &web) != 0) {
       fprintf(stderr, "telemark-relay: out of memory\n");

@@ -1048,6 +1048,44 @@ def case_ws_cap():
         eq(r.stop(), 0, "exit code")
 
 
+def case_ws_idle():
+    """32 idle WebSockets (open, sending nothing) locked every other dashboard out with 429 for
+    good. A stream that sends nothing for --ws-idle seconds is closed; one that sends the page's
+    keep-alive ({"op":"ping"}) or acks stays, however idle its session."""
+    r = Relay("--ws-idle", 2)
+    ws = []
+    try:
+        sid = "0000000000005e01"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 5)
+        r.wait_zones(sid, 5 * 40)
+        keep = WS(r.http)  # a page following an ended session: nothing to ack after its history
+        eq(keep.status, 101, "keep-alive stream")
+        keep.follow()
+        keep.send_text(json.dumps({"op": "subscribe", "session": sid}))
+        for _ in range(31):
+            w = WS(r.http)
+            eq(w.status, 101, "idle stream admitted")
+            w.follow()
+            ws.append(w)
+        eq(WS(r.http).status, 429, "the 33rd stream while all are open")
+        end = time.time() + 4.5
+        while time.time() < end:  # the keep-alive the page sends every 10 s, faster here
+            keep.send_text(json.dumps({"op": "ping"}))
+            time.sleep(0.5)
+        wait_for(lambda: all(w.closed for w in ws), 5, "the idle streams closed by the relay")
+        check(not keep.closed, "the stream that sent keep-alives was closed")
+        w = WS(r.http)
+        eq(w.status, 101, "a new stream after the idle ones were closed")
+        ws.append(w)
+        st, js = r.api("GET", "/api/relay")
+        eq(st, 200, "the API answers")
+        keep.close()
+    finally:
+        for w in ws:
+            w.close()
+        eq(r.stop(), 0, "exit code")
+
+
 def raw_http(port, method, path, headers, body=b""):
     """One request with exactly these headers (Host included); returns (status, headers, body)."""
     import http.client
