@@ -121,9 +121,9 @@ static void stats_line(tmk_relay* r, uint64_t now) {
   uint64_t d_pk = packets - r->packets_at_last_stats;
   uint64_t garbage = atomic_load(&r->garbage);
   uint64_t unauth = atomic_load(&r->unauthenticated), bad_mac = atomic_load(&r->bad_mac);
-  char auth[96] = ""; /* only with keys, or when someone sends keyed packets */
+  char auth[160] = ""; /* only with keys, or when someone sends keyed packets */
   if (r->cfg.nkeys || unauth + bad_mac)
-    snprintf(auth, sizeof auth, ", %llu unauthenticated (%llu unauthenticated, %llu bad MAC so far)",
+    snprintf(auth, sizeof auth, ", %llu refused by --key (in all %llu without MAC, %llu bad MAC)",
              (unsigned long long)(unauth + bad_mac - r->auth_at_last_stats),
              (unsigned long long)unauth, (unsigned long long)bad_mac);
   tmk_relay__log(&r->log, TMK_LOG_INFO,
