@@ -16,53 +16,50 @@ static uint64_t load_le64(const uint8_t* p) {
 
 #define TMK__ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
 
-#define TMK__SIPROUND            \
-  do {                           \
-    v0 += v1;                    \
-    v1 = TMK__ROTL(v1, 13);      \
-    v1 ^= v0;                    \
-    v0 = TMK__ROTL(v0, 32);      \
-    v2 += v3;                    \
-    v3 = TMK__ROTL(v3, 16);      \
-    v3 ^= v2;                    \
-    v0 += v3;                    \
-    v3 = TMK__ROTL(v3, 21);      \
-    v3 ^= v0;                    \
-    v2 += v1;                    \
-    v1 = TMK__ROTL(v1, 17);      \
-    v1 ^= v2;                    \
-    v2 = TMK__ROTL(v2, 32);      \
-  } while (0)
+/* n SipRounds on the state v[0..3]. A loop rather than unrolled copies: on a small board the
+ * eight rounds of a packet's tail would otherwise be eight copies of 64-bit code. */
+static void sip_rounds(uint64_t v[4], int n) {
+  while (n-- > 0) {
+    v[0] += v[1];
+    v[1] = TMK__ROTL(v[1], 13);
+    v[1] ^= v[0];
+    v[0] = TMK__ROTL(v[0], 32);
+    v[2] += v[3];
+    v[3] = TMK__ROTL(v[3], 16);
+    v[3] ^= v[2];
+    v[0] += v[3];
+    v[3] = TMK__ROTL(v[3], 21);
+    v[3] ^= v[0];
+    v[2] += v[1];
+    v[1] = TMK__ROTL(v[1], 17);
+    v[1] ^= v[2];
+    v[2] = TMK__ROTL(v[2], 32);
+  }
+}
+
+/* Absorbs one 8-byte word: c = 2 compression rounds. */
+static void sip_word(uint64_t v[4], uint64_t m) {
+  v[3] ^= m;
+  sip_rounds(v, 2);
+  v[0] ^= m;
+}
 
 uint64_t tmk_proto_siphash(const uint8_t key[TMK_PROTO_KEY_LEN], const void* data, size_t len) {
   const uint8_t* p = (const uint8_t*)data;
   const uint8_t* end = p + (len & ~(size_t)7);
-  uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
-  uint64_t v0 = k0 ^ 0x736f6d6570736575ull;
-  uint64_t v1 = k1 ^ 0x646f72616e646f6dull;
-  uint64_t v2 = k0 ^ 0x6c7967656e657261ull;
-  uint64_t v3 = k1 ^ 0x7465646279746573ull;
-  uint64_t m;
+  uint64_t k0 = load_le64(key), k1 = load_le64(key + 8), m, v[4];
   unsigned left = (unsigned)(len & 7), i;
-  for (; p != end; p += 8) { /* compression: two rounds per 8-byte word */
-    m = load_le64(p);
-    v3 ^= m;
-    TMK__SIPROUND;
-    TMK__SIPROUND;
-    v0 ^= m;
-  }
+  v[0] = k0 ^ 0x736f6d6570736575ull;
+  v[1] = k1 ^ 0x646f72616e646f6dull;
+  v[2] = k0 ^ 0x6c7967656e657261ull;
+  v[3] = k1 ^ 0x7465646279746573ull;
+  for (; p != end; p += 8) sip_word(v, load_le64(p));
   m = (uint64_t)(len & 0xff) << 56; /* last word: the length mod 256 on top, the tail below */
   for (i = 0; i < left; i++) m |= (uint64_t)p[i] << (8 * i);
-  v3 ^= m;
-  TMK__SIPROUND;
-  TMK__SIPROUND;
-  v0 ^= m;
-  v2 ^= 0xff; /* finalisation: four rounds */
-  TMK__SIPROUND;
-  TMK__SIPROUND;
-  TMK__SIPROUND;
-  TMK__SIPROUND;
-  return v0 ^ v1 ^ v2 ^ v3;
+  sip_word(v, m);
+  v[2] ^= 0xff; /* finalisation: d = 4 rounds */
+  sip_rounds(v, 4);
+  return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
 /* =============================================================================================
