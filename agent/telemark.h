@@ -106,6 +106,10 @@ typedef struct tmk_agent_desc {
                                  64 bytes); the relay's history groups by it */
   const char* label;          /* 0: none. Free label sent in HELLO, e.g. "nightly" (copied,
                                  at most 64 bytes) */
+  const uint8_t* key;         /* 0: unkeyed. 16 bytes (copied): every packet carries a
+                                 SipHash-2-4 MAC with this key and only relay packets with a
+                                 valid one are obeyed (docs/PROTOCOL.md §2.1, SECURITY.md). A
+                                 build with TMK_NO_KEY answers TMK_ENOTSUP */
 } tmk_agent_desc;
 
 typedef struct tmk_agent_stats {
@@ -129,6 +133,8 @@ typedef struct tmk_agent_stats {
   int welcomed;             /* relay answered WELCOME */
   int rejected;             /* relay answered REJECT; the agent stopped sending */
   int lz4;                  /* packets may be LZ4-compressed */
+  int keyed;                /* packets carry a MAC (desc.key) */
+  uint32_t unauthenticated; /* relay packets ignored: keyed agent, no MAC or a wrong one */
 } tmk_agent_stats;
 
 /* A call site: static attributes, declared by the macros below as a static variable. The

@@ -442,6 +442,9 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
                       (d.clock.bits < 8 || d.clock.bits > 32))))
     return TMK_EINVAL;
 
+#if TMK_NO_KEY
+  if (d.key) return TMK_ENOTSUP; /* built without packet authentication */
+#endif
   if ((d.build && strlen(d.build) > TMK_PROTO_MAX_LABEL) ||
       (d.label && strlen(d.label) > TMK_PROTO_MAX_LABEL))
     return TMK_EINVAL;
@@ -462,7 +465,8 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   max_packet = d.max_packet ? d.max_packet : (bytes < 32768 ? 512u : TMK_PROTO_DEFAULT_PACKET);
   if (max_packet < TMK_PROTO_MIN_PACKET || max_packet > TMK_PROTO_MAX_PACKET) return TMK_EINVAL;
   fc.max_packet = max_packet;
-  body_cap = max_packet - TMK_PROTO_MAX_HEADER;
+  body_cap = max_packet - TMK_PROTO_MAX_HEADER - (d.key ? TMK_PROTO_MAC_LEN : 0u);
+  fc.key = d.key;
   p = (uint8_t*)arena;
   end = p + bytes;
   fc.state = carve(&p, end, tmk__flush_state_size());

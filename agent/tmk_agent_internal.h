@@ -6,6 +6,15 @@
 
 #include "telemark.h"
 #include "tmk_port.h"
+
+/* TMK_NO_KEY=1 leaves packet authentication (desc.key, SipHash-2-4) out of the agent: a desc
+ * with a key is then TMK_ENOTSUP. CMake: -DTMK_AGENT_KEY=OFF. */
+#ifndef TMK_NO_KEY
+#define TMK_NO_KEY 0
+#endif
+#if TMK_NO_KEY != 0 && TMK_NO_KEY != 1
+#error "TMK_NO_KEY must be 0 or 1"
+#endif
 #include "tmk_proto.h"
 #include "tmk_transport.h"
 
@@ -201,6 +210,7 @@ typedef struct tmk__flush_config {
   tmk_proto_zone* batch;
   uint32_t batch_cap;
   void* lz4_state; /* NULL: no compression */
+  const uint8_t* key; /* NULL: unkeyed; else 16 bytes, copied (never set when TMK_NO_KEY) */
 } tmk__flush_config;
 
 /* Returns the bytes of arena the flusher's state takes (tmk__flush_config.state). */

@@ -37,6 +37,11 @@ typedef struct tmk__flusher {
   uint32_t mask;
   int lz4_on;
   void* lz4_state;
+#if !TMK_NO_KEY
+  int keyed;
+  uint8_t key[TMK_PROTO_KEY_LEN]; /* desc.key: packets out are sealed, packets in checked */
+#endif
+  uint32_t unauthenticated; /* relay packets ignored for a missing or wrong MAC */
   tmk_proto_writer w;
   uint32_t w_thread;
   uint8_t* out; /* max_packet + 3: room for the stream length prefix */
@@ -188,14 +193,25 @@ static void pace(tmk__flusher* g, size_t len) {
   g->pace_tokens = g->pace_tokens >= len ? g->pace_tokens - len : 0;
 }
 
+/* Keys a finished packet of n bytes at g->out + 3 when the agent has a key (§2.1). Returns the
+ * length to send, or n (< 0) unchanged. */
+static int seal(tmk__flusher* g, int n) {
+#if !TMK_NO_KEY
+  if (g->keyed && n > 0) return tmk_proto_mac_seal(g->out + 3, (size_t)n, g->out_cap - 3u, g->key);
+#else
+  (void)g;
+#endif
+  return n;
+}
+
 /* Finishes the current packet and sends it. Returns 1 if a DATA packet went out. */
 static int send_packet(void) {
   tmk__flusher* g = F;
   uint32_t zones = g->pkt_zones;
   int n, rc;
   if (tmk_proto_writer_empty(&g->w)) return 0;
-  n = tmk_proto_finish(&g->w, g->session_id, g->seq, g->out + 3, g->out_cap - 3u,
-                       g->lz4_on ? g->lz4_state : NULL);
+  n = seal(g, tmk_proto_finish(&g->w, g->session_id, g->seq, g->out + 3, g->out_cap - 3u,
+                               g->lz4_on ? g->lz4_state : NULL));
   tmk_proto_writer_reset(&g->w);
   g->w_thread = 0;
   g->pkt_zones = 0;
@@ -584,7 +600,7 @@ int tmk__send_hello(void) {
   h.label.len = (uint32_t)strlen(g->label);
   g->last_hello_ms = tmk__ms();
   if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
-  n = tmk_proto_encode_hello(g->out + 3, g->out_cap - 3u, g->session_id, &h);
+  n = seal(g, tmk_proto_encode_hello(g->out + 3, g->out_cap - 3u, g->session_id, &h));
   if (n < 0) return n;
   return tmk__transport_send(&g->tr, g->out + 3, (size_t)n, g->last_hello_ms);
 }
@@ -592,6 +608,12 @@ int tmk__send_hello(void) {
 static void handle_packet(const uint8_t* p, size_t len) {
   tmk__flusher* g = F;
   tmk_proto_reader* r = &g->rd;
+#if !TMK_NO_KEY
+  if (g->keyed && tmk_proto_mac_check(p, len, g->key) != 0) { /* §2.1: obey only the relay */
+    g->unauthenticated++;
+    return;
+  }
+#endif
   if (tmk_proto_open(r, p, len, NULL, 0) < 0) return;
   if (r->hdr.session_id != g->session_id && r->hdr.session_id != 0) return; /* not for us */
   switch (r->hdr.type) {
@@ -664,7 +686,12 @@ int tmk__flush_open(const tmk__flush_config* c) {
   g->max_packet = c->max_packet;
   g->lz4_state = c->lz4_state;
   g->lz4_on = c->lz4_state != NULL;
-  tmk_proto_writer_init(&g->w, c->body, c->max_packet - TMK_PROTO_MAX_HEADER);
+#if !TMK_NO_KEY
+  g->keyed = c->key != NULL;
+  if (c->key) memcpy(g->key, c->key, TMK_PROTO_KEY_LEN);
+#endif
+  tmk_proto_writer_init(&g->w, c->body,
+                        c->max_packet - TMK_PROTO_MAX_HEADER - (c->key ? TMK_PROTO_MAC_LEN : 0u));
   g->out = c->out;
   g->out_cap = c->max_packet + 3u;
   g->rx = c->rx;
@@ -680,9 +707,9 @@ int tmk__flush_open(const tmk__flush_config* c) {
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
   if (rc == 0)
-    tmk__agent_log(&d->logger, TMK_SEV_INFO, "telemark: session %016llx over %s%s",
+    tmk__agent_log(&d->logger, TMK_SEV_INFO, "telemark: session %016llx over %s%s%s",
              (unsigned long long)g->session_id, tmk__transport_name(&g->tr),
-             g->lz4_on ? ", lz4" : "");
+             g->lz4_on ? ", lz4" : "", c->key ? ", keyed" : "");
   return rc;
 }
 
@@ -705,6 +732,10 @@ void tmk__flush_stats(tmk_agent_stats* out) {
   out->welcomed = g->welcomed;
   out->rejected = g->rejected;
   out->lz4 = g->lz4_on;
+#if !TMK_NO_KEY
+  out->keyed = g->keyed;
+#endif
+  out->unauthenticated = g->unauthenticated;
 }
 
 void tmk__flush_set_team(unsigned bit, const char* name) {
@@ -716,7 +747,7 @@ void tmk__flush_close(void) {
   tmk__flusher* g = F;
   int n;
   if (!g->rejected) {
-    n = tmk_proto_encode_bye(g->out + 3, g->out_cap - 3u, g->session_id);
+    n = seal(g, tmk_proto_encode_bye(g->out + 3, g->out_cap - 3u, g->session_id));
     if (n > 0) tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
   }
   tmk__transport_close(&g->tr);

@@ -34,14 +34,15 @@ extern "C" {
   X(ENOTFOUND, -22, "not found")                                                           \
   X(ECORRUPT, -23, "data is corrupt (checksum or structure mismatch)")                   \
   X(EACCESS, -24, "access denied (missing or wrong access token, or a foreign Origin)")   \
-  X(ENOTSUP, -25, "not supported on this platform (the port leaves out sockets, files or threads)")
+  X(ENOTSUP, -25, "not supported on this platform (the port leaves out sockets, files or threads)") \
+  X(EAUTH, -26, "packet is not authenticated: no MAC, or a MAC that does not match the key")
 
 typedef enum tmk_errno {
   TMK_OK = 0,
 #define TMK__ERR_ENUM(name, value, msg) TMK_##name = (value),
   TMK_ERRNO_MAP(TMK__ERR_ENUM)
 #undef TMK__ERR_ENUM
-  TMK__ERR_LAST = -26
+  TMK__ERR_LAST = -27
 } tmk_errno;
 
 /* Returns a static, human-readable sentence for a TMK_E* code ("unknown error" otherwise). */

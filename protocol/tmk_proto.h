@@ -30,6 +30,8 @@ extern "C" {
 #define TMK_PROTO_PREDICT_SLOTS 32    /* leaf-duration predictor slots (§5.3) */
 #define TMK_PROTO_MAX_TEAMS 32        /* verbosity mask bits */
 #define TMK_PROTO_NUM_CONTEXTS 5      /* number-stream coding contexts (§5) */
+#define TMK_PROTO_MAC_LEN 8           /* SipHash-2-4 tag at the end of a keyed packet (§2.1) */
+#define TMK_PROTO_KEY_LEN 16          /* SipHash-2-4 key */
 
 /* Packet types (header byte 5, §2). */
 enum {
@@ -45,7 +47,8 @@ enum {
 enum {
   TMK_PKT_F_LZ4 = 0x01,        /* body is one LZ4 block */
   TMK_PKT_F_BIG_ENDIAN = 0x02, /* fixed-width fields are big-endian */
-  TMK_PKT_F_KNOWN = 0x03
+  TMK_PKT_F_MAC = 0x04,        /* the packet ends with an 8-byte MAC (§2.1) */
+  TMK_PKT_F_KNOWN = 0x07
 };
 
 /* Severity levels (§4). A record passes the run-time filter when severity <= level. */
@@ -113,6 +116,7 @@ typedef struct tmk_proto_header {
   uint64_t base_time; /* ticks; zone and event times count from it (CLOCK_SYNC's do not, §5.10) */
   uint32_t raw_len;   /* body length after decompression */
   uint32_t header_len;
+  uint32_t mac_len; /* TMK_PROTO_MAC_LEN when flags has TMK_PKT_F_MAC (the body ends before it) */
 } tmk_proto_header;
 
 /* A call-site descriptor (§5.1): static attributes, sent once and re-sent periodically. */
@@ -268,7 +272,9 @@ typedef struct tmk_proto_reader {
   int done; /* 0 while readable; the TMK_E* code once opening or decoding failed */
 } tmk_proto_reader;
 
-/* Parses the header only. Returns the header length (> 0) or a negative TMK_E* code. */
+/* Parses the header only. Returns the header length (> 0) or a negative TMK_E* code. With
+ * TMK_PKT_F_MAC the last TMK_PROTO_MAC_LEN bytes are the MAC, not body (hdr.mac_len); parsing
+ * does not check it (tmk_proto_mac_check does). */
 int tmk_proto_parse_header(const void* packet, size_t len, tmk_proto_header* out);
 
 /* Opens a packet for reading: parses the header and, if the body is compressed, decompresses
@@ -369,6 +375,26 @@ int tmk_proto_encode_reject(void* out, size_t cap, uint64_t session_id,
 int tmk_proto_encode_control(void* out, size_t cap, uint64_t session_id,
                              const tmk_proto_control* c);
 int tmk_proto_encode_bye(void* out, size_t cap, uint64_t session_id);
+
+/* ---------------------------------------------------------------------------------------------
+ * Authentication (§2.1): SipHash-2-4 with a 128-bit key over every byte before the MAC.
+ * In tmk_proto_siphash.c, which a program that never calls these does not link.
+ * ------------------------------------------------------------------------------------------- */
+
+/* SipHash-2-4 of `len` bytes with a 16-byte key. Returns the 64-bit tag; its wire form is the
+ * tag's 8 bytes least significant first (the byte order of the SipHash paper's vectors). */
+uint64_t tmk_proto_siphash(const uint8_t key[TMK_PROTO_KEY_LEN], const void* data, size_t len);
+
+/* Keys a finished packet of `len` bytes in place: sets TMK_PKT_F_MAC in its header and appends
+ * the MAC of every byte before it. `cap` is the buffer's size. Returns the new length (len + 8),
+ * TMK_ENOSPC when it does not fit (cap, or TMK_PROTO_MAX_PACKET), TMK_EINVAL for a packet that
+ * is not one (shorter than 14 bytes) or already keyed. */
+int tmk_proto_mac_seal(void* packet, size_t len, size_t cap, const uint8_t key[TMK_PROTO_KEY_LEN]);
+
+/* Checks a packet's MAC against `key` in constant time. Returns 0 when TMK_PKT_F_MAC is set and
+ * the MAC matches, TMK_EAUTH when the flag is missing or the MAC does not match, TMK_ETRUNC for a
+ * packet too short to hold a header and a MAC. Safe on malicious input. */
+int tmk_proto_mac_check(const void* packet, size_t len, const uint8_t key[TMK_PROTO_KEY_LEN]);
 
 /* ---------------------------------------------------------------------------------------------
  * Helpers

@@ -80,7 +80,11 @@ int tmk_proto_parse_header(const void* packet, size_t len, tmk_proto_header* h) 
   if (h->flags & ~TMK_PKT_F_KNOWN) return TMK_EFLAGS;
   if (h->type < TMK_PKT_DATA || h->type > TMK_PKT_BYE) return TMK_ETYPE;
   h->session_id = tmk__get_u64(p + 6, (h->flags & TMK_PKT_F_BIG_ENDIAN) != 0);
-  end = p + len;
+  if (h->flags & TMK_PKT_F_MAC) { /* §2.1: the last 8 bytes are the MAC, never header or body */
+    if (len < 14 + TMK_PROTO_MAC_LEN) return TMK_ETRUNC;
+    h->mac_len = TMK_PROTO_MAC_LEN;
+  }
+  end = p + len - h->mac_len;
   p += 14;
   if ((n = tmk_proto_varint_get(p, end, &h->seq)) < 0) return n;
   p += n;
@@ -94,7 +98,7 @@ int tmk_proto_parse_header(const void* packet, size_t len, tmk_proto_header* h) 
     h->raw_len = (uint32_t)v;
   }
   h->header_len = (uint32_t)(p - (const uint8_t*)packet);
-  if (!(h->flags & TMK_PKT_F_LZ4)) h->raw_len = (uint32_t)(len - h->header_len);
+  if (!(h->flags & TMK_PKT_F_LZ4)) h->raw_len = (uint32_t)(len - h->mac_len - h->header_len);
   return (int)h->header_len;
 }
 

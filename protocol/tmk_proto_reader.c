@@ -18,6 +18,7 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
     return n;
   }
   r->p = (const uint8_t*)packet + n;
+  len -= r->hdr.mac_len; /* §2.1: the MAC is not body */
   r->end = (const uint8_t*)packet + len;
   if (r->hdr.flags & TMK_PKT_F_LZ4) {
 #if TMK__LZ4

@@ -623,6 +623,12 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   tmk__json_u64(&j, atomic_load(&r->garbage));
   tmk__json_key(&j, "rejected_sessions");
   tmk__json_u64(&j, atomic_load(&r->rejected_sessions));
+  tmk__json_key(&j, "keys"); /* authenticated ingest (§2.1): programs with a key */
+  tmk__json_u64(&j, r->cfg.nkeys);
+  tmk__json_key(&j, "unauthenticated");
+  tmk__json_u64(&j, atomic_load(&r->unauthenticated));
+  tmk__json_key(&j, "bad_mac");
+  tmk__json_u64(&j, atomic_load(&r->bad_mac));
   tmk__json_key(&j, "clickhouse"); /* the history sink's counters, null when off */
   if (r->ch) tmk__ch_json_stats(r->ch, &j);
   else tmk__json_null(&j);

@@ -149,7 +149,9 @@ static void do_control(tmk_relay* r, tmk__cmd* c) {
   ctl.seq = ++s->control_seq;
   ctl.severity = (uint8_t)c->level;
   ctl.verbosity = c->mask;
-  int n = tmk_proto_encode_control(s->control_packet, sizeof s->control_packet, s->sid, &ctl);
+  int n = tmk_proto_encode_control(s->control_packet, sizeof s->control_packet - TMK_PROTO_MAC_LEN,
+                                   s->sid, &ctl);
+  if (n > 0) n = tmk__auth_seal(s, s->control_packet, (size_t)n, sizeof s->control_packet);
   if (n < 0) {
     snprintf(c->err, sizeof c->err, "encoding CONTROL failed: %s", tmk_strerror(n));
     c->rc = n;

@@ -103,6 +103,9 @@ typedef struct tmk__reorder {
   uint64_t far_seq;    /* last far packet, and how many came in sequence */
   uint32_t far_run;
   uint64_t last_ok_ms; /* arrival of the last packet in range */
+  int forward_only;    /* keyed session (PROTOCOL.md §2.1): its packets cannot be forged, only
+                          replayed, so no new epoch behind `next` and none arrive late across
+                          an epoch */
   size_t mem;          /* bytes held in slot buffers */
 } tmk__reorder;
 

@@ -161,15 +161,17 @@ static int reject_allowed(tmk_relay* r, const struct sockaddr* to, uint64_t now)
   return 1;
 }
 
+/* key: the MAC a keyed agent needs to believe the REJECT (§2.1), NULL for an unkeyed one. */
 static void send_reject(tmk_relay* r, tmk__conn* c, const struct sockaddr* to, uint64_t sid,
-                        uint32_t reason, const char* text) {
+                        uint32_t reason, const char* text, const uint8_t* key) {
   if (!c && !reject_allowed(r, to, uv_now(r->loop))) return; /* TCP cannot be forged */
   uint8_t out[512];
   tmk_proto_reject rj;
   rj.reason = reason;
   rj.text.ptr = text;
   rj.text.len = (uint32_t)strlen(text);
-  int n = tmk_proto_encode_reject(out, sizeof out, sid, &rj);
+  int n = tmk_proto_encode_reject(out, sizeof out - TMK_PROTO_MAC_LEN, sid, &rj);
+  if (n > 0 && key) n = tmk_proto_mac_seal(out, (size_t)n, sizeof out, key);
   if (n > 0) reply(r, c, to, out, (size_t)n);
 }
 
@@ -323,9 +325,98 @@ static void mark_live(tmk__session* s, uint64_t now) {
   }
 }
 
+/* From the first authenticated packet on, a session is keyed: every packet of it must carry a
+ * MAC by this key, and what the relay sends it carries one (§2.1). */
+static void make_keyed(tmk__session* s, const uint8_t* key) {
+  if (!key || s->keyed) return;
+  s->keyed = 1;
+  memcpy(s->key, key, sizeof s->key);
+  s->ro.forward_only = 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Authenticated ingest (§2.1; which key applies: relay_auth.c)
+ * ------------------------------------------------------------------------------------------- */
+static const uint8_t auth_drop_mark;
+#define AUTH_DROP (&auth_drop_mark)
+
+/* Decides whether a packet may be used. Returns the key whose valid MAC it carries, NULL for an
+ * unkeyed packet that may be used (no key applies to it), or AUTH_DROP for one that must not be
+ * used (counted in unauthenticated or bad_mac, logged once per source per interval). A packet
+ * that is malformed otherwise is left to the handlers (NULL) and counted there. */
+static const uint8_t* authenticate(tmk_relay* r, const uint8_t* p, size_t len,
+                                   const tmk_proto_header* h, const struct sockaddr* src,
+                                   tmk__conn* c, src_ctx* sc, uint64_t now) {
+  int macd = (h->flags & TMK_PKT_F_MAC) != 0;
+  if (!macd && !r->cfg.nkeys) return NULL; /* no keys: unkeyed ingest as ever */
+  tmk__session* s = tmk__session_find_sid(r, h->session_id);
+  const uint8_t* k = NULL;
+  const char* why;
+  int bad_mac = 0;
+  tmk_proto_str prog = {"", 0};
+  if (s && s->keyed) { /* a keyed session: its key, always */
+    if (macd && tmk_proto_mac_check(p, len, s->key) == 0) {
+      tmk_proto_reader rd;
+      tmk_proto_hello hello;
+      if (h->type != TMK_PKT_HELLO || tmk_proto_open(&rd, p, len, r->scratch, TMK_PROTO_MAX_BODY) != 0 ||
+          tmk_proto_read_hello(&rd, &hello) != 0)
+        return s->key;
+      /* a session keyed by its DATA (no HELLO yet): its program must be one of that key */
+      k = tmk__auth_key_for(r, hello.program.ptr, hello.program.len);
+      if (k && memcmp(k, s->key, sizeof s->key) == 0) return s->key;
+      why = "a HELLO whose program has another key than its session";
+    } else {
+      why = macd ? "a MAC by another key than its session's" : "no MAC for a keyed session";
+    }
+    bad_mac = macd;
+  } else if (h->type == TMK_PKT_HELLO) { /* the key of its program */
+    tmk_proto_reader rd;
+    tmk_proto_hello hello;
+    if (tmk_proto_open(&rd, p, len, r->scratch, TMK_PROTO_MAX_BODY) != 0 ||
+        tmk_proto_read_hello(&rd, &hello) != 0)
+      return NULL; /* handle_hello counts and answers it */
+    prog = hello.program;
+    k = tmk__auth_key_for(r, prog.ptr, prog.len);
+    if (!k && !macd) return NULL; /* a program no key names */
+    if (k && macd && tmk_proto_mac_check(p, len, k) == 0) return k;
+    bad_mac = macd;
+    why = !k ? "a MAC, but no --key names its program" :
+          macd ? "a MAC by another key than its program's" : "no MAC for a keyed program";
+  } else if (macd) { /* DATA or BYE of a session without a keyed HELLO */
+    if (!s && h->type == TMK_PKT_DATA && validate_data(r, p, len) < 0)
+      return NULL; /* garbage first: no key is tried for it */
+    if (s && s->has_facts) {
+      why = "a MAC, but its session's HELLO had none";
+    } else {
+      k = tmk__auth_find_key(r, p, len); /* e.g. after a relay restart, before the next HELLO */
+      if (k) return k;
+      why = "a MAC that matches no key";
+    }
+    bad_mac = 1;
+  } else { /* unkeyed DATA or BYE of a session without a keyed HELLO */
+    if (s || !tmk__auth_all_keyed(r)) return NULL; /* its program may be one no key names */
+    why = "no MAC, and every program is keyed (--key with *)";
+  }
+  if (bad_mac) r->bad_mac++;
+  else r->unauthenticated++;
+  tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
+                         "%s: %s for session %016llx with %s; dropped (--key)", src_name(sc),
+                         tmk_proto_packet_type_name(h->type), (unsigned long long)h->session_id,
+                         why);
+  if (h->type == TMK_PKT_HELLO && k && !macd) {
+    /* an agent without its key learns why nothing works (a keyed agent ignores it: no MAC) */
+    char text[256];
+    snprintf(text, sizeof text,
+             "telemark-relay requires a key for program '%.*s': give the agent desc.key "
+             "(docs/SECURITY.md)", (int)(prog.len > 128 ? 128 : prog.len), prog.ptr);
+    send_reject(r, c, src, h->session_id, TMK_REJECT_OTHER, text, NULL);
+  }
+  return AUTH_DROP;
+}
+
 static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_proto_header* h,
                          const struct sockaddr* src, tmk__conn* c, src_ctx* sc,
-                         uint64_t now) {
+                         uint64_t now, const uint8_t* key) {
   tmk_proto_reader rd;
   tmk_proto_hello hello;
   int rc = tmk_proto_open(&rd, p, len, r->scratch, TMK_PROTO_MAX_BODY);
@@ -335,7 +426,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
     tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: bad HELLO for session %016llx (%s)",
                      src_name(sc), (unsigned long long)h->session_id, tmk_strerror(rc));
     send_reject(r, c, src, h->session_id, TMK_REJECT_BAD_HELLO,
-                "telemark-relay: malformed HELLO; update the agent to match the relay");
+                "telemark-relay: malformed HELLO; update the agent to match the relay", key);
     return;
   }
   if (hello.proto_version != TMK_PROTO_VERSION) {
@@ -347,13 +438,14 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
     if (first_reject(h->session_id))
       tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
                        src_name(sc), (unsigned long long)h->session_id, text);
-    send_reject(r, c, src, h->session_id, TMK_REJECT_VERSION, text);
+    send_reject(r, c, src, h->session_id, TMK_REJECT_VERSION, text, key);
     return;
   }
   tmk__session* s = session_for(r, h->session_id, src, c, sc, now);
   if (!s) {
     send_reject(r, c, src, h->session_id, TMK_REJECT_FULL,
-                "telemark-relay is full (--max-sessions); stop other targets or raise the limit");
+                "telemark-relay is full (--max-sessions); stop other targets or raise the limit",
+                key);
     return;
   }
   int was_tcp = s->conn != NULL;
@@ -376,6 +468,7 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
                      src_name(sc), (unsigned long long)h->session_id);
     return;
   }
+  make_keyed(s, key);
   if (first) {
     s->has_facts = 1;
     s->facts = facts;
@@ -396,13 +489,14 @@ static void handle_hello(tmk_relay* r, const uint8_t* p, size_t len, const tmk_p
   w.proto_version = TMK_PROTO_VERSION;
   w.relay_version.ptr = TMK_RELAY_VERSION;
   w.relay_version.len = (uint32_t)strlen(TMK_RELAY_VERSION);
-  int n = tmk_proto_encode_welcome(out, sizeof out, h->session_id, &w);
+  int n = tmk_proto_encode_welcome(out, sizeof out - TMK_PROTO_MAC_LEN, h->session_id, &w);
+  if (n > 0) n = tmk__auth_seal(s, out, (size_t)n, sizeof out);
   if (n > 0) reply(r, c, src, out, (size_t)n);
 }
 
 static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_proto_header* h,
                         const struct sockaddr* src, tmk__conn* c, src_ctx* sc,
-                        uint64_t now) {
+                        uint64_t now, const uint8_t* key) {
   tmk__session* s = tmk__session_find_sid(r, h->session_id);
   if (!s) {
     int rc = validate_data(r, p, len);
@@ -419,8 +513,8 @@ static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_pr
       c->session = s;
       s->conn = c;
     }
-    tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: data over %s from %s before any HELLO (target unknown)",
-             s->id, c ? "tcp" : "udp", src_name(sc));
+    tmk_relay__log(&r->log, TMK_LOG_INFO, "session %s: %sdata over %s from %s before any HELLO (target unknown)",
+             s->id, key ? "keyed " : "", c ? "tcp" : "udp", src_name(sc));
   } else if (bind_source(s, src, c, sc, 0) != 0) {
     s->spoofed++;
     tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now,
@@ -428,6 +522,7 @@ static void handle_data(tmk_relay* r, const uint8_t* p, size_t len, const tmk_pr
                      src_name(sc), (unsigned long long)h->session_id);
     return;
   }
+  make_keyed(s, key);
   mark_live(s, now);
   if (tmk__reorder_push(&s->ro, h->seq, p, len, now, deliver, s) == TMK_ENOMEM)
     tmk_relay__log_limited(&r->log, TMK_LOG_ERROR, "oom", now, "out of memory holding packets for reordering");
@@ -459,7 +554,7 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
       if (first_reject(sid))
         tmk_relay__log_limited(&r->log, TMK_LOG_WARN, src_name(sc), now, "%s: REJECT session %016llx: %s",
                          src_name(sc), (unsigned long long)sid, text);
-      send_reject(r, c, src, sid, TMK_REJECT_VERSION, text);
+      send_reject(r, c, src, sid, TMK_REJECT_VERSION, text, NULL);
       return;
     }
     r->garbage++;
@@ -467,12 +562,14 @@ static void handle_packet(tmk_relay* r, const uint8_t* p, size_t len, const stru
                      tmk_strerror(rc));
     return;
   }
+  const uint8_t* key = authenticate(r, p, len, &h, src, c, sc, now);
+  if (key == AUTH_DROP) return;
   switch (h.type) {
     case TMK_PKT_DATA:
-      handle_data(r, p, len, &h, src, c, sc, now);
+      handle_data(r, p, len, &h, src, c, sc, now, key);
       break;
     case TMK_PKT_HELLO:
-      handle_hello(r, p, len, &h, src, c, sc, now);
+      handle_hello(r, p, len, &h, src, c, sc, now, key);
       break;
     case TMK_PKT_BYE: {
       tmk__session* s = tmk__session_find_sid(r, h.session_id);

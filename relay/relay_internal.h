@@ -43,6 +43,8 @@ typedef struct tmk_relay_config {
   char clickhouse_url[512];      /* --clickhouse: history sink, "" = off (docs/CLICKHOUSE.md) */
   char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
   uint64_t clickhouse_spill_max;  /* bytes; 0 = 1 GiB */
+  tmk_relay_key keys[TMK_RELAY_MAX_KEYS]; /* authenticated ingest (relay_auth.c) */
+  uint32_t nkeys;
 } tmk_relay_config;
 
 
@@ -93,6 +95,9 @@ struct tmk__session {
   uint64_t spoofed;             /* copied into info by tmk__session_sync_stats */
   uint64_t facts;               /* hash of the first HELLO's target facts (has_facts) */
   int has_facts;
+  int keyed;                    /* §2.1: every packet must carry a MAC by `key`, and what the
+                                   relay sends it carries one */
+  uint8_t key[16];
   /* Packets delivered while a reader held s->mu: the loop never waits for a session lock per
    * packet; it queues (in order) and applies them when the lock is free (next packet/tick). */
   struct tmk__pending* pending_head;
@@ -147,6 +152,9 @@ struct tmk_relay {
   /* counters [loop] */
   _Atomic uint64_t garbage;           /* datagrams/frames that were not telemark packets */
   _Atomic uint64_t rejected_sessions; /* new sessions refused (max sessions / per source) */
+  _Atomic uint64_t unauthenticated;   /* §2.1: no MAC where one is required (relay_auth.c) */
+  _Atomic uint64_t bad_mac;           /* §2.1: a MAC no applicable key matches */
+  uint64_t auth_at_last_stats;
   atomic_int lod_running;             /* relay_lod.c: level-of-detail requests computing now */
   struct tmk__serial* serial;   /* [loop] relay_serial.c's ports, NULL without --serial */
   uint64_t records_at_last_stats;
@@ -193,6 +201,18 @@ void tmk__sessions_shutdown(tmk_relay* r);
 /* Replays a file into a new unregistered session (any thread; no loop state touched). */
 int tmk__session_replay_file(tmk_relay* r, const char* name, tmk__session** out, char* err,
                              size_t ecap);
+
+/* ---- relay_auth.c ------------------------------------------------------------------------- */
+/* The key a HELLO of `program` must carry: its own entry, else "*"; NULL when unkeyed. */
+const uint8_t* tmk__auth_key_for(const tmk_relay* r, const char* program, size_t len);
+/* The configured key whose MAC the packet carries, NULL when none matches (tries each distinct
+ * key once: DATA for a session the relay has no HELLO for, e.g. after a relay restart). */
+const uint8_t* tmk__auth_find_key(const tmk_relay* r, const uint8_t* p, size_t len);
+/* 1 when "*" is configured: every program is keyed. */
+int tmk__auth_all_keyed(const tmk_relay* r);
+/* Seals a packet the relay sends to session s when s is keyed. Returns the length to send
+ * (len + 8 when sealed) or a negative TMK_E* code (cap too small). */
+int tmk__auth_seal(const tmk__session* s, uint8_t* p, size_t len, size_t cap);
 
 /* ---- relay_ingest.c ----------------------------------------------------------------------- */
 /* 1 if both addresses have the same IP (ports ignored). */

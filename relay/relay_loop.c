@@ -50,6 +50,15 @@ static int config_from_desc(const tmk_relay_desc* d, tmk_relay_config* c) {
     c->hook_fn[i] = d->http_hooks[i].fn;
     c->hook_ud[i] = d->http_hooks[i].ud;
   }
+  if (d->nkeys > TMK_RELAY_MAX_KEYS || (d->nkeys && !d->keys)) return -1;
+  for (uint32_t i = 0; i < d->nkeys; i++) {
+    const char* prog = d->keys[i].program;
+    if (!memchr(prog, 0, TMK_RELAY_KEY_PROGRAM_MAX) || !prog[0]) return -1;
+    for (uint32_t j = 0; j < i; j++)
+      if (strcmp(d->keys[j].program, prog) == 0) return -1; /* one key per program */
+    c->keys[i] = d->keys[i];
+  }
+  c->nkeys = d->nkeys;
   return 0;
 }
 
@@ -78,6 +87,8 @@ void tmk_relay_get_stats(tmk_relay* r, tmk_relay_totals* out) {
   pthread_mutex_unlock(&r->reg_mu);
   out->garbage = atomic_load(&r->garbage);
   out->rejected_sessions = atomic_load(&r->rejected_sessions);
+  out->unauthenticated = atomic_load(&r->unauthenticated);
+  out->bad_mac = atomic_load(&r->bad_mac);
 }
 
 int tmk_relay_listen_port(const tmk_relay* r) { return r->bound_port; }
@@ -109,13 +120,20 @@ static void stats_line(tmk_relay* r, uint64_t now) {
   uint64_t d_rec = records - r->records_at_last_stats, d_lost = lost - r->lost_at_last_stats;
   uint64_t d_pk = packets - r->packets_at_last_stats;
   uint64_t garbage = atomic_load(&r->garbage);
+  uint64_t unauth = atomic_load(&r->unauthenticated), bad_mac = atomic_load(&r->bad_mac);
+  char auth[160] = ""; /* only with keys, or when someone sends keyed packets */
+  if (r->cfg.nkeys || unauth + bad_mac)
+    snprintf(auth, sizeof auth, ", %llu refused by --key (in all %llu without MAC, %llu bad MAC)",
+             (unsigned long long)(unauth + bad_mac - r->auth_at_last_stats),
+             (unsigned long long)unauth, (unsigned long long)bad_mac);
   tmk_relay__log(&r->log, TMK_LOG_INFO,
            "stats: %u sessions (%u live), %.0f records/s, %.0f packets/s, lost %llu of %llu "
-           "packets (%.3f%%), %llu bad packets",
+           "packets (%.3f%%), %llu bad packets%s",
            r->nsessions, live, (double)d_rec / secs, (double)d_pk / secs,
            (unsigned long long)d_lost, (unsigned long long)(d_pk + d_lost),
            d_pk + d_lost ? 100.0 * (double)d_lost / (double)(d_pk + d_lost) : 0.0,
-           (unsigned long long)(garbage - r->garbage_at_last_stats));
+           (unsigned long long)(garbage - r->garbage_at_last_stats), auth);
+  r->auth_at_last_stats = unauth + bad_mac;
   r->records_at_last_stats = records;
   r->lost_at_last_stats = lost;
   r->packets_at_last_stats = packets;
@@ -202,6 +220,15 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
     return TMK_ENOMEM;
   }
   tmk__logger_init(&r->log, d->log.fn, d->log.ud, d->log.level);
+  if (cfg.nkeys) {
+    char names[512] = "";
+    size_t at = 0;
+    for (uint32_t i = 0; i < cfg.nkeys && at < sizeof names; i++)
+      at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
+                             cfg.keys[i].program);
+    tmk_relay__log(&r->log, TMK_LOG_INFO, "authenticated ingest: keys for %u program(s): %s",
+                   cfg.nkeys, names);
+  }
   r->loop = &r->loop_storage;
   pthread_mutex_init(&r->reg_mu, NULL);
   pthread_mutex_init(&r->cmd_mu, NULL);

@@ -36,6 +36,9 @@ typedef struct cli_opts {
   char clickhouse_url[512];       /* --clickhouse, "" = off */
   char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
   uint64_t clickhouse_spill_max;
+  tmk_relay_key keys[TMK_RELAY_MAX_KEYS]; /* --key files, parsed */
+  uint32_t nkeys;
+  uint32_t ws_idle_s; /* --ws-idle */
 } cli_opts;
 
 static void cli_defaults(cli_opts* c) {
@@ -50,6 +53,7 @@ static void cli_defaults(cli_opts* c) {
   c->reorder_packets = 256;
   c->reorder_ms = 100;
   c->log_level = TMK_LOG_INFO;
+  c->ws_idle_s = 60;
 }
 
 static void usage(FILE* out) {
@@ -91,6 +95,12 @@ static void usage(FILE* out) {
           "                           (default 1G); beyond it batches are dropped and counted\n"
           "  --clickhouse-spill-dir DIR  where they wait (default DATA_DIR/clickhouse-spill);\n"
           "                           sent when ClickHouse is back, also after a restart\n"
+          "  --key FILE               authenticated ingest: lines 'PROGRAM KEY' (* for any\n"
+          "                           program, KEY 32 hex digits); those programs' packets\n"
+          "                           must carry its MAC, others are dropped and counted\n"
+          "                           (docs/SECURITY.md; repeatable, up to 32 keys)\n"
+          "  --ws-idle SECONDS        close a dashboard stream that sent nothing for this long\n"
+          "                           (default 60; the page sends a keep-alive every 10 s)\n"
           "  --help                   this text\n"
           "  --version                print the version\n"
           "\n"
@@ -202,7 +212,8 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
                                              "--log-level",      "--token",
                                              "--team",           "--serial",
                                              "--clickhouse", "--clickhouse-spill",
-                                             "--clickhouse-spill-dir"};
+                                             "--clickhouse-spill-dir", "--key",
+                                             "--ws-idle"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       if (strcmp(a, with_value[k]) == 0) known = 1;
@@ -248,6 +259,27 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
       if (errno || end == v || *end != '=' || bit < 0 || bit > 31 || !end[1] || strlen(end + 1) >= sizeof cfg->team_names[0])
         return bad_flag("--team '%s': expected BIT=NAME with BIT 0..31 and a name of 1..63 bytes%s", v, "");
       snprintf(cfg->team_names[bit], sizeof cfg->team_names[bit], "%s", end + 1);
+      continue;
+    }
+    if (strcmp(a, "--key") == 0) {
+      char err[512];
+      int world = 0;
+      if (tmk_relay_keys_load(v, cfg->keys, TMK_RELAY_MAX_KEYS, &cfg->nkeys, &world, err,
+                              sizeof err) != 0) {
+        fprintf(stderr, "telemark-relay: --key: %s\n", err);
+        return EXIT_USAGE;
+      }
+      if (world)
+        fprintf(stderr, "telemark-relay: warning: key file %s can be read by every user of this "
+                        "machine (chmod 600 %s)\n", v, v);
+      continue;
+    }
+    if (strcmp(a, "--ws-idle") == 0) {
+      char* e = NULL;
+      unsigned long s = strtoul(v, &e, 10);
+      if (!*v || *e || s < 1 || s > 86400)
+        return bad_flag("--ws-idle '%s': expected seconds from 1 to 86400%s", v, "");
+      cfg->ws_idle_s = (uint32_t)s;
       continue;
     }
     if (strcmp(a, "--serial") == 0) {
@@ -367,6 +399,8 @@ int main(int argc, char** argv) {
   desc.clickhouse.url = cfg.clickhouse_url[0] ? cfg.clickhouse_url : NULL;
   desc.clickhouse.spill_dir = cfg.clickhouse_spill_dir[0] ? cfg.clickhouse_spill_dir : NULL;
   desc.clickhouse.spill_max = cfg.clickhouse_spill_max;
+  desc.keys = cfg.keys;
+  desc.nkeys = cfg.nkeys;
 
   /* The dashboard: embedded page, live stream, token when --http is not loopback. */
   tmk_relay_web* web = NULL;
@@ -380,6 +414,7 @@ int main(int argc, char** argv) {
     memset(&wd, 0, sizeof wd);
     wd.token = cfg.token;
     wd.check_origin = 1;
+    wd.ws_idle_ms = cfg.ws_idle_s * 1000u;
     for (int b = 0; b < 32; b++) wd.team_names[b] = cfg.team_names[b][0] ? cfg.team_names[b] : NULL;
     if (tmk_relay_web_create(&wd, &web) != 0) {
       fprintf(stderr, "telemark-relay: out of memory\n");

@@ -101,6 +101,10 @@ int tmk__reorder_push(tmk__reorder* ro, uint64_t seq, const uint8_t* packet, siz
   }
   int far = seq >= ro->next ? seq - ro->next >= TMK__REORDER_FAR
                              : ro->next - seq > TMK__REORDER_HISTORY;
+  if (far && ro->forward_only && seq < ro->next) { /* an old packet replayed */
+    ro->refused++;
+    return 0;
+  }
   if (far) {
     /* One packet must not move the window by an unbounded amount: a spoofed seq of next+2^40
      * would declare a trillion packets lost and make every real one stale. */
@@ -114,7 +118,8 @@ int tmk__reorder_push(tmk__reorder* ro, uint64_t seq, const uint8_t* packet, siz
     /* A new epoch: what is held is delivered, the sequence goes on from here; a plausible
      * forward gap is loss (the run's first packets, refused above, were counted there). */
     tmk__reorder_tick(ro, now_ms, 1, fn, ud);
-    memset(ro->history, 0, sizeof ro->history);
+    /* keyed: everything before the epoch counts as delivered, so a replay of it is a duplicate */
+    memset(ro->history, ro->forward_only ? 0xFF : 0, sizeof ro->history);
     if (seq > ro->next && seq - ro->next < TMK__REORDER_EPOCH_LOST)
       ro->lost += seq - ro->next - (TMK__REORDER_EPOCH_RUN - 1);
     ro->next = seq;

@@ -3,9 +3,13 @@
  * applied here before sending. Binary format: docs/API.md, "Live stream". A slow browser only
  * blocks its own thread; the relay's live ring skips for it and it gets a coalesced backfill. */
 #define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
 #include <civetweb.h>
+#include <dirent.h>
 #include <jansson.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +33,7 @@
 #define WS_QUERY_LIMIT 100000       /* items per query (bounds the session lock) */
 #define WS_BACKFILL_PX 4000         /* a coalesced gap is backfilled at this many "pixels" */
 #define WS_MAX_THREADS_FILTER 64
+#define WS_IDLE_DEFAULT_MS 60000    /* a browser that sends nothing this long is closed */
 
 enum { MSG_DATA = 1, MSG_RESET = 2 };
 enum {
@@ -113,6 +118,9 @@ typedef struct tmk__stream tmk__stream;
 
 typedef struct client {
   struct mg_connection* conn;
+  int fd;               /* the connection's socket (find_socket), -1 if not found */
+  uint64_t last_rx_ms;  /* when the browser last sent a frame (guarded by mu) */
+  int idle_closed;      /* the sender shut the socket down for idleness */
   tmk_relay* r;
   tmk__stream* st;
   pthread_t thread;
@@ -157,6 +165,7 @@ struct tmk__stream {
   uint64_t gen;
   client* clients;
   unsigned admitted;  /* connections ws_connect let in and ws_close has not seen go */
+  uint32_t idle_ms;   /* immutable after tmk__stream_new */
   tmk_relay_stream_stats stats;
   char team_override[32][64]; /* immutable after tmk__stream_new */
 };
@@ -168,9 +177,10 @@ int tmk__stream_full(tmk__stream* st) {
   return full;
 }
 
-tmk__stream* tmk__stream_new(const char* const team_names[32]) {
+tmk__stream* tmk__stream_new(const char* const team_names[32], uint32_t idle_ms) {
   tmk__stream* st = calloc(1, sizeof *st);
   if (!st) return NULL;
+  st->idle_ms = idle_ms ? idle_ms : WS_IDLE_DEFAULT_MS;
   pthread_mutex_init(&st->mu, NULL);
   pthread_cond_init(&st->cv, NULL);
   for (int i = 0; i < 32; i++)
@@ -722,6 +732,62 @@ static int window_full(client* c) {
   return sent > acked && sent - acked > c->cur.window;
 }
 
+/* civetweb has no call that closes a WebSocket from the server side: its reader thread waits
+ * for the client's next frame, for ever. The socket is found once (ws_ready) by its addresses
+ * among the process's descriptors, and shut down when the browser has sent nothing for
+ * idle_ms: civetweb's reader then sees the end of the stream and closes the connection. */
+static int find_socket(const struct mg_connection* conn) {
+  const struct mg_request_info* ri = mg_get_request_info(conn);
+  if (!ri) return -1;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int found = -1;
+  struct dirent* e;
+  while (found < 0 && (e = readdir(d)) != NULL) {
+    char* end;
+    long fd = strtol(e->d_name, &end, 10);
+    if (*end || fd < 0 || fd == dirfd(d)) continue;
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof me, pl = sizeof peer;
+    if (getsockname((int)fd, (struct sockaddr*)&me, &ml) != 0 ||
+        getpeername((int)fd, (struct sockaddr*)&peer, &pl) != 0)
+      continue;
+    char host[INET6_ADDRSTRLEN] = "";
+    int mport = 0, pport = 0;
+    if (peer.ss_family == AF_INET && me.ss_family == AF_INET) {
+      const struct sockaddr_in* p4 = (const struct sockaddr_in*)&peer;
+      inet_ntop(AF_INET, &p4->sin_addr, host, sizeof host);
+      pport = ntohs(p4->sin_port);
+      mport = ntohs(((const struct sockaddr_in*)&me)->sin_port);
+    } else if (peer.ss_family == AF_INET6 && me.ss_family == AF_INET6) {
+      const struct sockaddr_in6* p6 = (const struct sockaddr_in6*)&peer;
+      inet_ntop(AF_INET6, &p6->sin6_addr, host, sizeof host);
+      pport = ntohs(p6->sin6_port);
+      mport = ntohs(((const struct sockaddr_in6*)&me)->sin6_port);
+    } else {
+      continue;
+    }
+    if (pport == ri->remote_port && mport == ri->server_port && strcmp(host, ri->remote_addr) == 0)
+      found = (int)fd;
+  }
+  closedir(d);
+  return found;
+}
+
+/* 1 once the browser has been silent for idle_ms and its connection is being closed. */
+static int idle_check(client* c) {
+  pthread_mutex_lock(&c->mu);
+  uint64_t last = c->last_rx_ms;
+  pthread_mutex_unlock(&c->mu);
+  if (c->fd < 0 || now_ms() - last < c->st->idle_ms) return 0;
+  shutdown(c->fd, SHUT_RDWR); /* the socket stays open until civetweb closes it (ws_close) */
+  c->idle_closed = 1;
+  pthread_mutex_lock(&c->st->mu);
+  c->st->stats.idle_closed++;
+  pthread_mutex_unlock(&c->st->mu);
+  return 1;
+}
+
 static void* sender_main(void* arg) {
   client* c = arg;
   uint64_t seen = 0, last_send = 0, last_meta = 0;
@@ -733,6 +799,7 @@ static void* sender_main(void* arg) {
     c->has_sub_next = 0;
     pthread_mutex_unlock(&c->mu);
     if (stop || c->dead) break;
+    if (idle_check(c)) break;
     if (has) { start_subscription(c, &s); seen = 0; }
     if (c->subscribed) {
       uint64_t now = now_ms();
@@ -791,7 +858,7 @@ static int parse_sub(const json_t* o, sub* s, char* err, size_t errcap) {
   s->mask = 0xffffffffu;
   s->history_s = WS_HISTORY_DEFAULT_S;
   const char* op = json_string_value(json_object_get(o, "op"));
-  if (!op || strcmp(op, "subscribe") != 0) { snprintf(err, errcap, "op must be \\\"subscribe\\\" or \\\"ack\\\""); return -1; }
+  if (!op || strcmp(op, "subscribe") != 0) { snprintf(err, errcap, "op must be \\\"subscribe\\\", \\\"ack\\\" or \\\"ping\\\""); return -1; }
   const json_t* sv = json_object_get(o, "session");
   if (!json_is_string(sv)) { snprintf(err, errcap, "session (a string) is required"); return -1; }
   const char* id = json_string_value(sv);
@@ -860,6 +927,8 @@ static void ws_ready(struct mg_connection* conn, void* ud) {
   c->conn = conn;
   c->st = st;
   c->r = st->r;
+  c->fd = find_socket(conn);
+  c->last_rx_ms = now_ms();
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->wmu, NULL);
   mg_set_user_connection_data(conn, c);
@@ -876,12 +945,17 @@ static int ws_data(struct mg_connection* conn, int bits, char* data, size_t len,
   int op = bits & 0x0f;
   if (!c) return 0;
   if (op == MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE) return 0;
+  pthread_mutex_lock(&c->mu);
+  c->last_rx_ms = now_ms(); /* any frame, a ping too, shows the browser is there */
+  pthread_mutex_unlock(&c->mu);
   if (op != MG_WEBSOCKET_OPCODE_TEXT) return 1; /* pings are answered by civetweb; binary ignored */
   sub s;
   char err[160], reply[256];
   json_t* msg = len <= 8192 ? json_loadb(data, len, 0, NULL) : NULL;
   const char* cmd = json_string_value(json_object_get(msg, "op"));
-  if (cmd && strcmp(cmd, "ack") == 0) {
+  if (cmd && strcmp(cmd, "ping") == 0) {
+    /* the page's keep-alive (every 10 s): nothing to do but having received it */
+  } else if (cmd && strcmp(cmd, "ack") == 0) {
     double v;
     if (obj_num(msg, "bytes", &v) == 1 && v >= 0) {
       pthread_mutex_lock(&c->mu);

@@ -12,8 +12,9 @@ typedef struct tmk__stream tmk__stream;
 /* 1 when the WebSocket request may connect (token and Origin checks of relay_web.c). */
 typedef int (*tmk__stream_auth_fn)(void* ud, const struct mg_connection* conn);
 
-/* Team-name overrides are copied. Returns NULL when out of memory. */
-tmk__stream* tmk__stream_new(const char* const team_names[32]);
+/* Team-name overrides are copied; idle_ms: a client silent this long is closed (0 = 60000).
+ * Returns NULL when out of memory. */
+tmk__stream* tmk__stream_new(const char* const team_names[32], uint32_t idle_ms);
 /* After the HTTP server has stopped (no client left). */
 void tmk__stream_free(tmk__stream* st);
 /* Installs /api/stream on ctx and becomes r's data listener. */

@@ -205,7 +205,7 @@ int tmk_relay_web_create(const tmk_relay_web_desc* d, tmk_relay_web** out) {
   if (!w) return TMK_ENOMEM;
   w->check_origin = d ? d->check_origin : 1;
   if (d && d->token) snprintf(w->token, sizeof w->token, "%s", d->token);
-  w->stream = tmk__stream_new(d ? d->team_names : NULL);
+  w->stream = tmk__stream_new(d ? d->team_names : NULL, d ? d->ws_idle_ms : 0);
   if (!w->stream) {
     free(w);
     return TMK_ENOMEM;

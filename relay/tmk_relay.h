@@ -244,6 +244,25 @@ typedef void (*tmk_relay_log_fn)(void* ud, int level, const char* line);
 /* The stock logger: "HH:MM:SS.mmm level line" on the FILE* `file` (NULL = stderr). */
 void tmk_relay_log_to_file(void* file, int level, const char* line);
 
+/* Authenticated ingest (docs/PROTOCOL.md §2.1, docs/SECURITY.md): the key a program's packets
+ * must carry. program "*" stands for every program no other entry names. */
+#define TMK_RELAY_MAX_KEYS 32
+#define TMK_RELAY_KEY_PROGRAM_MAX 128 /* an agent's program name is at most 127 bytes */
+typedef struct tmk_relay_key {
+  char program[TMK_RELAY_KEY_PROGRAM_MAX]; /* NUL-terminated; "*" = any other program */
+  uint8_t key[16];
+} tmk_relay_key;
+
+/* Parses a key file's text (docs/SECURITY.md §4): lines "PROGRAM HEX32", "*" for any program,
+ * '#' starts a comment, blank lines are skipped. Appends to out[*n..cap). Returns 0, or
+ * TMK_EINVAL with a sentence naming `name` and the line in err. */
+int tmk_relay_keys_parse(const char* text, size_t len, const char* name, tmk_relay_key* out,
+                         uint32_t cap, uint32_t* n, char* err, size_t ecap);
+/* Reads and parses the key file at `path` (as tmk_relay_keys_parse). *world_readable is set to
+ * 1 when others may read the file. Returns 0, TMK_EIO (cannot read) or TMK_EINVAL, with err. */
+int tmk_relay_keys_load(const char* path, tmk_relay_key* out, uint32_t cap, uint32_t* n,
+                        int* world_readable, char* err, size_t ecap);
+
 /* Zero-initialise and set what differs from the default; 0 / NULL always means the default.
  * telemark-relay (relay_main.c) fills it from its flags, with the CLI's own defaults. */
 #define TMK_RELAY_MAX_SERIAL 8
@@ -277,6 +296,8 @@ typedef struct tmk_relay_desc {
     tmk_relay_http_hook fn;  /* NULL = unused slot */
     void* ud;
   } http_hooks[TMK_RELAY_MAX_HOOKS];
+  const tmk_relay_key* keys; /* authenticated ingest (copied); NULL = every program unkeyed */
+  uint32_t nkeys;            /* at most TMK_RELAY_MAX_KEYS, programs unique */
 } tmk_relay_desc;
 
 /* Creates a relay: binds UDP and TCP on listen_host:listen_port and starts the HTTP server
@@ -303,6 +324,8 @@ typedef struct tmk_relay_totals {
   uint32_t live_sessions;
   uint64_t garbage;           /* datagrams/frames that were not telemark packets */
   uint64_t rejected_sessions; /* new sessions refused (max sessions / per source) */
+  uint64_t unauthenticated;   /* packets without a MAC for a keyed program or session (§2.1) */
+  uint64_t bad_mac;           /* packets whose MAC matched no key that applies (§2.1) */
   tmk_relay_stats sum;        /* sum over sessions held now (evicted sessions are gone) */
 } tmk_relay_totals;
 /* Fills *out. Thread-safe; takes each session's lock briefly. */

@@ -22,6 +22,10 @@ typedef struct tmk_relay_web_desc {
   /* Team (verbosity bit) names that override the agents' (relay --team BIT=NAME); NULL = the
    * agent's own name. */
   const char* team_names[32];
+  /* A live stream whose browser sent nothing (no subscribe, ack or keep-alive ping, no
+   * WebSocket frame at all) for this long is closed, so idle clients cannot hold the 32 stream
+   * places for good; the page pings every 10 s. 0 = 60000. */
+  uint32_t ws_idle_ms;
 } tmk_relay_web_desc;
 
 typedef struct tmk_relay_web tmk_relay_web;
@@ -50,6 +54,7 @@ typedef struct tmk_relay_stream_stats {
   unsigned long long messages; /* binary messages sent */
   unsigned long long bytes;    /* bytes sent */
   unsigned long long coalesced;/* times a slow client skipped live items */
+  unsigned long long idle_closed; /* streams closed for sending nothing for ws_idle_ms */
 } tmk_relay_stream_stats;
 void tmk_relay_web_get_stats(tmk_relay_web* w, tmk_relay_stream_stats* out);
 

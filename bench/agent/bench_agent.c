@@ -2,6 +2,10 @@
  * `RESULT name=value` lines measured in one run: zone_ns (one thread), zone_ns_2threads,
  * floor_ns (two raw timer reads), zone_over_floor, filtered_ns (zone filtered out at run time),
  * bytes_per_zone (the demo game's stream as it would leave over UDP; also uncompressed).
+ * Keyed (desc.key, PROTOCOL.md §2.1): zone_ns_keyed, the same bursts on an agent with a key, in
+ * blocks alternating with unkeyed ones (zone_ns_unkeyed_paired); the MAC is the flusher's work,
+ * so flush_ns_per_zone and flush_ns_per_zone_keyed time tmk_agent_flush() draining, encoding,
+ * compressing, sealing and sending each burst, per zone.
  * Optional argument: seconds of demo stream per measurement (default 3).
  *
  * What it does not show: the timed bursts (16,384 zones) fit in the ring and the agent runs
@@ -108,6 +112,31 @@ static void* two_main(void* arg) {
   return NULL;
 }
 
+/* ---- keyed against unkeyed ---------------------------------------------------------------------- */
+#define KEY_BLOCKS 6 /* alternating blocks, half of them keyed */
+#define KEY_ROUNDS 12 /* bursts per block */
+static const uint8_t bench_key[16] = {0x6b, 0x65, 0x79, 0x2d, 0x62, 0x65, 0x6e, 0x63,
+                                      0x68, 0x2d, 0x61, 0x67, 0x65, 0x6e, 0x74, 0x31};
+
+/* Runs one block on a fresh agent: bursts timed, then the flush after each timed too. */
+static int key_block(const tmk_agent_desc* base, int keyed, double* zone, double* flush) {
+  tmk_agent_desc d = *base;
+  int r;
+  d.key = keyed ? bench_key : NULL;
+  if (tmk_agent_init(&d, arena, sizeof arena) < 0) return -1;
+  burst_zones(); /* warm up */
+  tmk_agent_flush();
+  for (r = 0; r < KEY_ROUNDS; r++) {
+    uint64_t t0;
+    zone[r] = burst_zones();
+    t0 = ns_now();
+    tmk_agent_flush();
+    flush[r] = (double)(ns_now() - t0) / BURST;
+  }
+  tmk_agent_shutdown();
+  return 0;
+}
+
 /* ---- bytes per zone on the demo stream -------------------------------------------------------- */
 static uint64_t demo_bytes, demo_zones, demo_packets, demo_bad;
 static int count_packet(void* user, const void* data, size_t len) {
@@ -170,6 +199,7 @@ int main(int argc, char** argv) {
   pthread_t rx;
   double fl[ROUNDS], zn[ROUNDS], fz[ROUNDS], z2[2 * ROUNDS];
   double floor_ns, zone_ns, zone2_ns, filtered_ns, bpz = 0, bpz_raw = 0, demo_seconds = 3.0;
+  static double kz[2][KEY_BLOCKS / 2 * KEY_ROUNDS], kf[2][KEY_BLOCKS / 2 * KEY_ROUNDS];
   int r, i, rc;
   if (argc > 1) demo_seconds = atof(argv[1]);
 
@@ -230,6 +260,13 @@ int main(int argc, char** argv) {
   tmk_agent_flush();
   tmk_agent_get_stats(&st);
   tmk_agent_shutdown();
+  for (i = 0; i < KEY_BLOCKS; i++) { /* unkeyed, keyed, unkeyed, ... */
+    int keyed = i & 1, at = i / 2 * KEY_ROUNDS;
+    if (key_block(&d, keyed, &kz[keyed][at], &kf[keyed][at]) < 0) {
+      fprintf(stderr, "tmk-bench-agent: keyed agent init failed\n");
+      return 1;
+    }
+  }
   rx_stop = 1;
   pthread_join(rx, NULL);
   close(rx_fd);
@@ -249,6 +286,10 @@ int main(int argc, char** argv) {
   printf("RESULT floor_ns=%.2f\n", floor_ns);
   printf("RESULT zone_ns=%.2f\n", zone_ns);
   printf("RESULT zone_ns_2threads=%.2f\n", zone2_ns);
+  printf("RESULT zone_ns_unkeyed_paired=%.2f\n", median(kz[0], KEY_BLOCKS / 2 * KEY_ROUNDS));
+  printf("RESULT zone_ns_keyed=%.2f\n", median(kz[1], KEY_BLOCKS / 2 * KEY_ROUNDS));
+  printf("RESULT flush_ns_per_zone=%.2f\n", median(kf[0], KEY_BLOCKS / 2 * KEY_ROUNDS));
+  printf("RESULT flush_ns_per_zone_keyed=%.2f\n", median(kf[1], KEY_BLOCKS / 2 * KEY_ROUNDS));
   printf("RESULT zone_over_floor=%.3f\n", zone_ns / floor_ns);
   printf("RESULT filtered_ns=%.3f\n", filtered_ns);
   printf("RESULT bytes_per_zone=%.3f\n", bpz);

@@ -3,7 +3,10 @@
  * of bench/common's game-like stream over UDP); counters come from the relay's query API. Prints
  * RESULT zones_per_loop_cpu_s (zones decoded and stored per CPU second of the relay's loop
  * thread — its only busy thread — saturated), loss_ratio (packets lost at 5 M zones/s from 8
- * targets) and bytes_per_stored_zone (relay store memory). */
+ * targets) and bytes_per_stored_zone (relay store memory). Then the saturated phase again on fresh
+ * relays, alternating unkeyed and keyed (--key, PROTOCOL.md §2.1: every packet carries a MAC the
+ * relay checks) three times each: zones_per_loop_cpu_s_keyed and, from the same alternation,
+ * zones_per_loop_cpu_s_unkeyed_paired and keyed_over_unkeyed (medians). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,13 +26,19 @@
 
 #define TARGETS 8
 #define PACKET 1200
+#define SLOT (PACKET + TMK_PROTO_MAC_LEN) /* room for a packet and its MAC */
 #define ROUNDS 10 /* flat-out phase: each target replays its packets under ROUNDS session ids */
+#define KEYED_PAIRS 3
+
+static const uint8_t bench_key[16] = {0x6b, 0x65, 0x79, 0x2d, 0x62, 0x65, 0x6e, 0x63,
+                                      0x68, 0x2d, 0x72, 0x65, 0x6c, 0x61, 0x79, 0x31};
 
 typedef struct packets {
-  uint8_t* data; /* PACKET bytes per slot */
+  uint8_t* data; /* SLOT bytes per slot */
   uint16_t* len;
   size_t n;
   uint64_t zones;
+  int keyed; /* each packet ends with a MAC by bench_key */
 } packets;
 
 static double now_s(void) {
@@ -73,8 +82,9 @@ static int put_event(tmk_proto_writer* w, const tmk_gs_event* e) {
 
 /* One target: the game-like stream of bench/common (seeded per target), packed into npackets
  * DATA packets of at most PACKET bytes; descriptors are repeated every 200 packets. */
-static int build_target(packets* pk, uint64_t sid, size_t npackets, uint64_t seed) {
-  pk->data = malloc(npackets * PACKET);
+static int build_target(packets* pk, uint64_t sid, size_t npackets, uint64_t seed, int keyed) {
+  pk->keyed = keyed;
+  pk->data = malloc(npackets * SLOT);
   pk->len = malloc(npackets * sizeof *pk->len);
   tmk_gamestream* g = tmk_gs_create(seed);
   if (!pk->data || !pk->len || !g) return -1;
@@ -109,7 +119,8 @@ static int build_target(packets* pk, uint64_t sid, size_t npackets, uint64_t see
         fr = tmk_gs_next_frame(g);
       }
     }
-    int n = tmk_proto_finish(&w, sid, pk->n, pk->data + pk->n * PACKET, PACKET, lz4);
+    int n = tmk_proto_finish(&w, sid, pk->n, pk->data + pk->n * SLOT, PACKET, lz4);
+    if (n > 0 && keyed) n = tmk_proto_mac_seal(pk->data + pk->n * SLOT, (size_t)n, SLOT, bench_key);
     if (n < 0) return -1;
     pk->len[pk->n] = (uint16_t)n;
     pk->n++;
@@ -133,6 +144,13 @@ static void set_sid(uint8_t* packet, uint64_t sid) { /* header bytes 6..13, litt
   for (int b = 0; b < 8; b++) packet[6 + b] = (uint8_t)(sid >> (8 * b));
 }
 
+/* A keyed packet whose session id changed needs its MAC again (the senders' cost, not the relay's). */
+static void reseal(uint8_t* packet, size_t len) {
+  uint64_t tag = tmk_proto_siphash(bench_key, packet, len - TMK_PROTO_MAC_LEN);
+  for (int b = 0; b < TMK_PROTO_MAC_LEN; b++)
+    packet[len - TMK_PROTO_MAC_LEN + (size_t)b] = (uint8_t)(tag >> (8 * b));
+}
+
 static void* send_main(void* arg) {
   sender* s = arg;
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -146,8 +164,11 @@ static void* send_main(void* arg) {
   size_t sent = 0;
   for (int round = 0; round < s->rounds; round++)
   for (size_t i = 0; i < s->pk->n; i++, sent++) {
-    if (s->rounds > 1) set_sid(s->pk->data + i * PACKET, s->sid0 + (uint64_t)round * TARGETS);
-    while (send(fd, s->pk->data + i * PACKET, s->pk->len[i], 0) < 0 &&
+    if (s->rounds > 1) {
+      set_sid(s->pk->data + i * SLOT, s->sid0 + (uint64_t)round * TARGETS);
+      if (s->pk->keyed) reseal(s->pk->data + i * SLOT, s->pk->len[i]);
+    }
+    while (send(fd, s->pk->data + i * SLOT, s->pk->len[i], 0) < 0 &&
            (errno == ENOBUFS || errno == EAGAIN || errno == EINTR)) {
     }
     if (s->pps > 0 && (sent & 7) == 7) {
@@ -241,6 +262,60 @@ typedef struct driver {
   sess_stats t1, t2;
 } driver;
 
+/* One saturated phase (as phase 1) on a relay of its own, keyed or not; the relay is freed
+ * after it, so the alternation does not pile up stored zones. Returns zones per loop CPU s. */
+typedef struct one_phase {
+  tmk_relay* relay;
+  pthread_t loop;
+  packets* pk;
+  const uint64_t* sids;
+  double pps, cpu, wall;
+  sess_stats t;
+} one_phase;
+
+static void* drive_one(void* arg) {
+  one_phase* o = arg;
+  run_phase(o->relay, o->loop, o->pk, o->sids, ROUNDS, o->pps, &o->cpu, &o->t, &o->wall);
+  tmk_relay_stop(o->relay);
+  return NULL;
+}
+
+static double saturated(packets* pk, const uint64_t* sids, double pps, int keyed) {
+  tmk_relay_key key;
+  tmk_relay_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.listen_host = "127.0.0.1";
+  desc.session_memory = (size_t)1 << 30;
+  desc.max_sessions = 256;
+  if (keyed) { /* the packets carry no HELLO: their sessions are keyed by their first DATA */
+    memset(&key, 0, sizeof key);
+    snprintf(key.program, sizeof key.program, "tmk-bench-relay");
+    memcpy(key.key, bench_key, 16);
+    desc.keys = &key;
+    desc.nkeys = 1;
+  }
+  one_phase o;
+  memset(&o, 0, sizeof o);
+  o.pk = pk, o.sids = sids, o.pps = pps, o.loop = pthread_self();
+  pthread_t th;
+  if (tmk_relay_create(&desc, &o.relay) != 0 || pthread_create(&th, NULL, drive_one, &o) != 0)
+    return 0;
+  tmk_relay_run(o.relay);
+  pthread_join(th, NULL);
+  tmk_relay_totals tot;
+  tmk_relay_get_stats(o.relay, &tot);
+  if (tot.unauthenticated + tot.bad_mac)
+    fprintf(stderr, "bench-relay: %llu packets refused in a %s phase\n",
+            (unsigned long long)(tot.unauthenticated + tot.bad_mac), keyed ? "keyed" : "plain");
+  tmk_relay_destroy(o.relay);
+  return o.cpu > 0 ? (double)o.t.zones / o.cpu : 0.0;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
 static void* drive(void* arg) {
   driver* d = arg;
   /* Phase 1 offers 40 M zones/s, beyond what one relay core can take, so the relay is busy all
@@ -258,13 +333,14 @@ int main(int argc, char** argv) {
   (void)argc;
   /* pre-encode both phases before the relay starts */
   size_t np1 = 2500, np2 = 4000; /* phase 1 sends np1 * ROUNDS packets per target */
-  static packets p1[TARGETS], p2[TARGETS];
+  static packets p1[TARGETS], p2[TARGETS], p3[TARGETS];
   uint64_t s1[TARGETS], s2[TARGETS], z1 = 0, z2 = 0, b2 = 0;
   for (int i = 0; i < TARGETS; i++) {
     s1[i] = 0xB100000000000000ull + (uint64_t)i;
     s2[i] = 0xB200000000000000ull + (uint64_t)i;
-    if (build_target(&p1[i], s1[i], np1, 1000u + (uint64_t)i) ||
-        build_target(&p2[i], s2[i], np2, 2000u + (uint64_t)i)) {
+    if (build_target(&p1[i], s1[i], np1, 1000u + (uint64_t)i, 0) ||
+        build_target(&p2[i], s2[i], np2, 2000u + (uint64_t)i, 0) ||
+        build_target(&p3[i], s1[i], np1, 1000u + (uint64_t)i, 1)) {
       fprintf(stderr, "%s: encoding failed\n", argv[0]);
       return 1;
     }
@@ -307,11 +383,30 @@ int main(int argc, char** argv) {
          (double)(TARGETS * np2 - d.t2.packets) / (double)(TARGETS * np2));
   printf("RESULT bytes_per_stored_zone=%.2f\n",
          d.t2.zones ? (double)d.t2.mem / (double)d.t2.zones : 0.0);
+  fflush(stdout);
+
+  /* keyed against unkeyed, alternating on fresh relays: the same packets, sealed or not */
+  double plain[KEYED_PAIRS], keyed[KEYED_PAIRS], ratio[KEYED_PAIRS];
+  for (int k = 0; k < KEYED_PAIRS; k++) {
+    plain[k] = saturated(p1, s1, 40e6 / TARGETS / zones_per_packet, 0);
+    keyed[k] = saturated(p3, s1, 40e6 / TARGETS / zones_per_packet, 1);
+    ratio[k] = plain[k] > 0 ? keyed[k] / plain[k] : 0;
+    printf("bench-relay: saturated pair %d: unkeyed %.0f, keyed %.0f zones per loop cpu s\n", k,
+           plain[k], keyed[k]);
+  }
+  qsort(plain, KEYED_PAIRS, sizeof plain[0], cmp_double);
+  qsort(keyed, KEYED_PAIRS, sizeof keyed[0], cmp_double);
+  qsort(ratio, KEYED_PAIRS, sizeof ratio[0], cmp_double);
+  printf("RESULT zones_per_loop_cpu_s_unkeyed_paired=%.0f\n", plain[KEYED_PAIRS / 2]);
+  printf("RESULT zones_per_loop_cpu_s_keyed=%.0f\n", keyed[KEYED_PAIRS / 2]);
+  printf("RESULT keyed_over_unkeyed=%.3f\n", ratio[KEYED_PAIRS / 2]);
   for (int i = 0; i < TARGETS; i++) {
     free(p1[i].data);
     free(p1[i].len);
     free(p2[i].data);
     free(p2[i].len);
+    free(p3[i].data);
+    free(p3[i].len);
   }
   return 0;
 }

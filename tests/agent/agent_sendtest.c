@@ -1,5 +1,5 @@
-/* agent_sendtest.c — tmk-agent-sendtest HOST PORT udp|tcp: a fixed, known workload sent by the
- * agent to a receiver in another process. Built for every target; the host's
+/* agent_sendtest.c — tmk-agent-sendtest HOST PORT udp|tcp [KEY]: a fixed, known workload sent by
+ * the agent (keyed with KEY, 32 hex digits, when given) to a receiver in another process. Built for every target; the host's
  * tmk-agent-recvcheck runs the powerpc and mipsel builds under qemu-user and checks on the host
  * (little-endian x86-64) that every record of the big-endian/32-bit agent decodes exactly. */
 #define _POSIX_C_SOURCE 200809L
@@ -45,9 +45,10 @@ int main(int argc, char** argv) {
   pthread_t t[2];
   static const char payload[] = "payload-\x01\x02\xff";
   static const char text[] = "dynamic \xc3\xa9t\xc3\xa9"; /* UTF-8 */
+  static uint8_t key[16];
   int i, rc;
-  if (argc != 4) {
-    fprintf(stderr, "usage: tmk-agent-sendtest HOST PORT udp|tcp\n");
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: tmk-agent-sendtest HOST PORT udp|tcp [KEY]\n");
     return 2;
   }
   memset(&d, 0, sizeof d);
@@ -57,6 +58,17 @@ int main(int argc, char** argv) {
   d.program = "sendtest";
   d.overflow = TMK_OVERFLOW_WAIT;
   d.team_names[1] = "render";
+  if (argc == 5) {
+    for (i = 0; i < 16; i++) {
+      unsigned x;
+      if (strlen(argv[4]) != 32 || sscanf(argv[4] + 2 * i, "%2x", &x) != 1) {
+        fprintf(stderr, "sendtest: KEY must be 32 hex digits\n");
+        return 2;
+      }
+      key[i] = (uint8_t)x;
+    }
+    d.key = key;
+  }
   rc = tmk_agent_init(&d, arena, sizeof arena);
   if (rc < 0) {
     fprintf(stderr, "sendtest: init: %s\n", tmk_strerror(rc));
@@ -79,8 +91,8 @@ int main(int argc, char** argv) {
   tmk_agent_flush();
   tmk_agent_get_stats(&s);
   tmk_agent_shutdown();
-  printf("sendtest: %llu packets, welcomed %d, ring drops %llu, send failures %llu\n",
-         (unsigned long long)s.packets_sent, s.welcomed,
+  printf("sendtest: %llu packets, welcomed %d, keyed %d, ring drops %llu, send failures %llu\n",
+         (unsigned long long)s.packets_sent, s.welcomed, s.keyed,
          (unsigned long long)s.drops[TMK_DROP_RING_FULL],
          (unsigned long long)s.drops[TMK_DROP_SEND_FAILED]);
   return 0;

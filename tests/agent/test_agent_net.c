@@ -219,6 +219,89 @@ static void control_over_tcp(void** state) {
   control(1);
 }
 
+/* Keyed (§2.1): every packet the agent sends carries a valid MAC and all of it arrives; a
+ * CONTROL without a MAC or with another key is ignored and counted, a keyed one applies. */
+static const uint8_t test_key[16] = {0x10, 0x21, 0x32, 0x43, 0x54, 0x65, 0x76, 0x87,
+                                     0x98, 0xa9, 0xba, 0xcb, 0xdc, 0xed, 0xfe, 0x0f};
+static void keyed(int tcp) {
+  static receiver r;
+  uint8_t other[16];
+  tmk_agent_desc d;
+  int i;
+  memcpy(other, test_key, 16);
+  other[0] ^= 0x80;
+  memset(&r, 0, sizeof r);
+  r.key = test_key;
+  r.auto_welcome = 1;
+  assert_int_equal(recv_start(&r), 0);
+  d = relay_desc(&r, tcp);
+  d.key = test_key;
+  d.level = TMK_LEVEL(TMK_SEV_INFO);
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  assert_int_equal(stats_now().keyed, 1);
+  if (tcp) assert_true(wait_connected(5000));
+  assert_true(recv_wait_at_least(&r, &r.hellos, 1, 5000));
+  for (i = 0; i < 1000 && !stats_now().welcomed; i++) sleep_ms(5);
+  assert_int_equal(stats_now().welcomed, 1); /* the keyed WELCOME was obeyed */
+  for (i = 0; i < 2000; i++) {
+    TMK_ZONE("keyed-zone", TMK_SEV_INFO, 1);
+  }
+  /* forged: no MAC, then another key; neither may change the filter */
+  assert_int_equal(recv_send_control_key(&r, tcp, 5, TMK_SEV_TRACE, 0x10, NULL), 0);
+  assert_int_equal(recv_send_control_key(&r, tcp, 6, TMK_SEV_TRACE, 0x10, other), 0);
+  for (i = 0; i < 1000 && stats_now().unauthenticated < 2; i++) sleep_ms(5);
+  assert_int_equal(stats_now().unauthenticated, 2);
+  assert_int_equal(stats_now().level, TMK_SEV_INFO);
+  assert_int_equal(stats_now().control_applied, 0);
+  assert_int_equal(recv_send_control(&r, tcp, 7, TMK_SEV_DEBUG, 0x10), 0);
+  for (i = 0; i < 1000 && stats_now().level != TMK_SEV_DEBUG; i++) sleep_ms(5);
+  assert_int_equal(stats_now().level, TMK_SEV_DEBUG);
+  assert_int_equal(stats_now().control_applied, 1);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_true(recv_wait_at_least(&r, &r.byes, 1, 2000));
+  assert_int_equal(recv_zones_named(&r, "keyed-zone"), 2000);
+  assert_int_equal(recv_get(&r, &r.unkeyed_packets), 0);
+  assert_int_equal(recv_get(&r, &r.bad_macs), 0);
+  assert_int_equal(recv_get(&r, &r.bad_packets), 0);
+  assert_true(recv_get(&r, &r.keyed_packets) >= 3); /* HELLO, DATA..., BYE */
+  recv_stop(&r);
+}
+
+static void keyed_over_udp(void** state) {
+  (void)state;
+  keyed(0);
+}
+
+static void keyed_over_tcp(void** state) {
+  (void)state;
+  keyed(1);
+}
+
+/* The callback transport with the smallest packets: every packet keyed, MAC within max_packet. */
+static void keyed_agent_small_packets(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  int i;
+  (void)state;
+  recv_init_offline(&r);
+  r.key = test_key;
+  d = sink_desc(&r);
+  d.key = test_key;
+  d.max_packet = TMK_PROTO_MIN_PACKET; /* the MAC must fit under the limit too */
+  d.no_compression = 1;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  for (i = 0; i < 3000; i++) {
+    TMK_ZONE("small", TMK_SEV_INFO, 1);
+  }
+  tmk_agent_flush();
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(recv_zones_named(&r, "small"), 3000);
+  assert_int_equal(r.unkeyed_packets + r.bad_macs + r.bad_packets, 0);
+  assert_true(r.keyed_packets > 10);
+  assert_true(r.max_packet_len <= TMK_PROTO_MIN_PACKET);
+  assert_true(r.max_packet_len > TMK_PROTO_MIN_PACKET - 64); /* packets were filled */
+}
+
 static void no_relay_never_blocks(void** state) {
   tmk_agent_desc d;
   tmk_agent_stats s;
@@ -375,6 +458,9 @@ int main(void) {
       AGENT_TEST(tcp_reconnects),
       AGENT_TEST(control_over_udp),
       AGENT_TEST(control_over_tcp),
+      AGENT_TEST(keyed_over_udp),
+      AGENT_TEST(keyed_over_tcp),
+      AGENT_TEST(keyed_agent_small_packets),
       AGENT_TEST(no_relay_never_blocks),
       AGENT_TEST(rejected_agent_stops_sending),
       AGENT_TEST(wait_mode_without_relay_does_not_hang),

@@ -101,7 +101,9 @@ static void handle_data(receiver* r, tmk_proto_reader* rd) {
   }
 }
 
-static void send_packet_locked(receiver* r, int tcp, const uint8_t* p, int n) {
+static void send_packet_keyed(receiver* r, int tcp, uint8_t* p, int n, const uint8_t* key) {
+  if (n <= 0) return;
+  if (key) n = tmk_proto_mac_seal(p, (size_t)n, (size_t)n + TMK_PROTO_MAC_LEN, key);
   if (n <= 0) return;
   if (tcp) {
     uint8_t frame[4096];
@@ -114,10 +116,23 @@ static void send_packet_locked(receiver* r, int tcp, const uint8_t* p, int n) {
   }
 }
 
+#define send_packet_locked(r, tcp, p, n) send_packet_keyed(r, tcp, p, n, (r)->key)
+
 static void handle_packet(receiver* r, const uint8_t* p, size_t len, int tcp) {
   static uint8_t scratch[TMK_PROTO_MAX_BODY];
   tmk_proto_reader rd;
-  int rc = tmk_proto_open(&rd, p, len, scratch, sizeof scratch);
+  int rc;
+  if (len > r->max_packet_len) r->max_packet_len = len;
+  if (r->key) {
+    rc = tmk_proto_mac_check(p, len, r->key);
+    if (rc != 0) {
+      if (len > 4 && (p[4] & TMK_PKT_F_MAC)) r->bad_macs++;
+      else r->unkeyed_packets++;
+      return;
+    }
+    r->keyed_packets++;
+  }
+  rc = tmk_proto_open(&rd, p, len, scratch, sizeof scratch);
   r->bytes += len;
   if (tcp) r->tcp_packets++;
   else r->udp_packets++;
@@ -252,9 +267,11 @@ int recv_start(receiver* r) {
   struct sockaddr_in sa;
   socklen_t sl = sizeof sa;
   int one = 1, aw = r->auto_welcome, ar = r->auto_reject;
+  const uint8_t* key = r->key;
   recv_init_offline(r);
   r->auto_welcome = aw;
   r->auto_reject = ar;
+  r->key = key;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -288,6 +305,11 @@ void recv_stop(receiver* r) {
 }
 
 int recv_send_control(receiver* r, int tcp, uint32_t seq, uint8_t severity, uint32_t verbosity) {
+  return recv_send_control_key(r, tcp, seq, severity, verbosity, r->key);
+}
+
+int recv_send_control_key(receiver* r, int tcp, uint32_t seq, uint8_t severity,
+                          uint32_t verbosity, const uint8_t* key) {
   uint8_t out[64];
   tmk_proto_control c;
   int ok;
@@ -297,7 +319,8 @@ int recv_send_control(receiver* r, int tcp, uint32_t seq, uint8_t severity, uint
   pthread_mutex_lock(&r->mu);
   ok = tcp ? r->tcp_fd >= 0 : r->peer_len > 0;
   if (ok)
-    send_packet_locked(r, tcp, out, tmk_proto_encode_control(out, sizeof out, r->session_id, &c));
+    send_packet_keyed(r, tcp, out, tmk_proto_encode_control(out, sizeof out, r->session_id, &c),
+                      key);
   pthread_mutex_unlock(&r->mu);
   return ok ? 0 : -1;
 }

@@ -26,6 +26,8 @@ typedef struct receiver {
   uint16_t udp_port, tcp_port;
   int auto_welcome; /* answer HELLO with WELCOME */
   int auto_reject;  /* answer HELLO with REJECT (relay full) */
+  const uint8_t* key; /* set before start: drop (and count) packets without a valid MAC, MAC
+                         what it sends (§2.1) */
   int stop; /* atomic */
   pthread_t thread;
   pthread_mutex_t mu;
@@ -60,6 +62,8 @@ typedef struct receiver {
   uint64_t events_by_id[RECV_MAX_SITES];
   uint64_t next_seq;
   uint64_t seq_gaps;
+  uint64_t keyed_packets, unkeyed_packets, bad_macs; /* with a key: how packets came in */
+  uint64_t max_packet_len; /* longest packet received */
 } receiver;
 
 /* Binds UDP and TCP on 127.0.0.1 with free ports and starts the receive thread. Returns 0. */
@@ -68,6 +72,9 @@ void recv_stop(receiver* r);
 /* Sends a CONTROL packet to the agent (UDP: to the last sender; TCP: on the connection).
  * Returns 0 or -1 when there is no one to send to. */
 int recv_send_control(receiver* r, int tcp, uint32_t seq, uint8_t severity, uint32_t verbosity);
+/* The same with a MAC by `key` (NULL: none), whatever r->key is: a forged CONTROL. */
+int recv_send_control_key(receiver* r, int tcp, uint32_t seq, uint8_t severity,
+                          uint32_t verbosity, const uint8_t* key);
 /* Zones seen for the site named `name` (summing all ids with that name). */
 uint64_t recv_zones_named(receiver* r, const char* name);
 /* Events (markers, frames, plots, messages) seen for the site named `name`. */

@@ -581,7 +581,7 @@ static void test_bad_header(void** state) {
   uint8_t good[4096], p[4096];
   size_t i, n;
   static const uint8_t bad_versions[] = {0, 2, 0x7F, 0xFF};
-  static const uint8_t bad_flags[] = {0x04, 0x08, 0x10, 0x80, 0x07, 0xFF};
+  static const uint8_t bad_flags[] = {0x08, 0x10, 0x80, 0x0F, 0xFF}; /* 0x04 is MAC (§2.1) */
   static const uint8_t bad_types[] = {0, 7, 8, 0x40, 0xFF};
   tmk_proto_header h;
   (void)state;

@@ -251,7 +251,7 @@ static size_t esc(char* o, size_t cap, tmk_proto_str s) {
 }
 
 /* Appends the decoded form of a packet to txt (NUL-terminated). Returns 0 or the decoder's code. */
-static int describe(const uint8_t* pkt, size_t len, char* txt, size_t cap) {
+static int describe_body(const uint8_t* pkt, size_t len, char* txt, size_t cap) {
   static uint8_t scratch[TMK_PROTO_MAX_BODY];
   tmk_proto_reader r;
   tmk_proto_record rec;
@@ -354,6 +354,28 @@ static void print_diff(const char* want, const char* got) {
   fprintf(stderr, "decoded form differs at line %d:\n  want: %.120s\n  got:  %.120s\n", line, want, got);
 }
 
+/* The decoded form; a keyed packet (§2.1) ends with "mac tag=0x…", the tag as the 64-bit
+ * number whose bytes, least significant first, are the packet's last 8. */
+static int describe(const uint8_t* pkt, size_t len, char* txt, size_t cap) {
+  int rc = describe_body(pkt, len, txt, cap);
+  if (rc == 0 && len >= 22 && (pkt[4] & TMK_PKT_F_MAC)) {
+    uint64_t tag = 0;
+    size_t n = strlen(txt);
+    int k;
+    for (k = 7; k >= 0; k--) tag = (tag << 8) | pkt[len - 8 + (size_t)k];
+    snprintf(txt + n, cap - n, "mac tag=0x%016llx\n", (unsigned long long)tag);
+  }
+  return rc;
+}
+
+/* The keyed vector (§2.1): frame_le sealed with KEYED_KEY. */
+static const uint8_t KEYED_KEY[16] = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+                                      0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f};
+static int encode_keyed(uint8_t* out, size_t cap) {
+  int len = encode_data(&k_data_vectors[0], 0, out, cap);
+  return tmk_proto_mac_seal(out, (size_t)len, cap, KEYED_KEY);
+}
+
 /* Loads NAME.bin and NAME.txt and checks the decoded form. Returns the packet length. */
 static long check_decoded(const char* name, uint8_t* bin, size_t bin_cap) {
   char* want = (char*)calloc(1, TXT_CAP);
@@ -392,6 +414,29 @@ static void test_decode_vectors(void** state) {
   for (i = 0; i < N_DATA; i++) check_decoded(k_data_vectors[i].name, bin, OUT_CAP);
   for (i = 0; i < N_CTL; i++) check_decoded(k_ctl_vectors[i], bin, OUT_CAP);
   free(bin);
+}
+
+/* keyed.bin: decodes like frame_le plus its MAC line, its MAC checks with the key of the README
+ * and with no other, and the encoder and SipHash reproduce it byte for byte. */
+static void test_keyed_vector(void** state) {
+  uint8_t* bin = (uint8_t*)malloc(OUT_CAP);
+  uint8_t* enc = (uint8_t*)malloc(OUT_CAP);
+  uint8_t other[16];
+  long n;
+  int len;
+  (void)state;
+  assert_true(bin && enc);
+  n = check_decoded("keyed", bin, OUT_CAP);
+  assert_int_equal(bin[4], TMK_PKT_F_MAC);
+  assert_int_equal(tmk_proto_mac_check(bin, (size_t)n, KEYED_KEY), 0);
+  memcpy(other, KEYED_KEY, 16);
+  other[7] ^= 0x10;
+  assert_int_equal(tmk_proto_mac_check(bin, (size_t)n, other), TMK_EAUTH);
+  len = encode_keyed(enc, OUT_CAP);
+  assert_int_equal(len, n);
+  assert_memory_equal(bin, enc, (size_t)len);
+  free(bin);
+  free(enc);
 }
 
 static void test_encode_vectors(void** state) {
@@ -517,6 +562,11 @@ static int regen(const char* dir) {
     if (write_file(dir, name, "bin", pkt, (size_t)len) || write_file(dir, name, "txt", txt, strlen(txt)))
       return 1;
   }
+  len = encode_keyed(pkt, OUT_CAP);
+  if (len <= 0 || describe(pkt, (size_t)len, txt, TXT_CAP) != 0 ||
+      write_file(dir, "keyed", "bin", pkt, (size_t)len) ||
+      write_file(dir, "keyed", "txt", txt, strlen(txt)))
+    return 1;
   free(pkt);
   free(txt);
   return 0;
@@ -528,6 +578,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_encode_vectors),
       cmocka_unit_test(test_native_encoding),
       cmocka_unit_test(test_byte_orders_agree),
+      cmocka_unit_test(test_keyed_vector),
   };
   if (argc == 3 && strcmp(argv[1], "--regen") == 0) return regen(argv[2]);
   if (argc != 2) {

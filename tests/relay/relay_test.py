@@ -972,6 +972,44 @@ def case_ws_cap():
         eq(r.stop(), 0, "exit code")
 
 
+def case_ws_idle():
+    """32 idle WebSockets (open, sending nothing) locked every other dashboard out with 429 for
+    good. A stream that sends nothing for --ws-idle seconds is closed; one that sends the page's
+    keep-alive ({"op":"ping"}) or acks stays, however idle its session."""
+    r = Relay("--ws-idle", 2)
+    ws = []
+    try:
+        sid = "0000000000005e01"
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 5)
+        r.wait_zones(sid, 5 * 40)
+        keep = WS(r.http)  # a page following an ended session: nothing to ack after its history
+        eq(keep.status, 101, "keep-alive stream")
+        keep.follow()
+        keep.send_text(json.dumps({"op": "subscribe", "session": sid}))
+        for _ in range(31):
+            w = WS(r.http)
+            eq(w.status, 101, "idle stream admitted")
+            w.follow()
+            ws.append(w)
+        eq(WS(r.http).status, 429, "the 33rd stream while all are open")
+        end = time.time() + 4.5
+        while time.time() < end:  # the keep-alive the page sends every 10 s, faster here
+            keep.send_text(json.dumps({"op": "ping"}))
+            time.sleep(0.5)
+        wait_for(lambda: all(w.closed for w in ws), 5, "the idle streams closed by the relay")
+        check(not keep.closed, "the stream that sent keep-alives was closed")
+        w = WS(r.http)
+        eq(w.status, 101, "a new stream after the idle ones were closed")
+        ws.append(w)
+        st, js = r.api("GET", "/api/relay")
+        eq(st, 200, "the API answers")
+        keep.close()
+    finally:
+        for w in ws:
+            w.close()
+        eq(r.stop(), 0, "exit code")
+
+
 def raw_http(port, method, path, headers, body=b""):
     """One request with exactly these headers (Host included); returns (status, headers, body)."""
     import http.client
@@ -1136,16 +1174,18 @@ def case_demo():
 
 def case_agent_cross():
     """The real agent built for another CPU (tests/agent/agent_sendtest.c under qemu-user): a
-    known workload, checked value by value after the relay normalised its byte order."""
+    known workload, checked value by value after the relay normalised its byte order. Keyed
+    (PROTOCOL.md §2.1): the MAC's byte order is the same on every target. Without --qemu, the
+    host's own agent (case keyed_agent)."""
     check(os.path.exists(SENDTEST), f"{SENDTEST} missing: the cross sub-build did not build it")
-    r = Relay()
+    r = Relay("--key", key_file(f"sendtest {KEY}\n"))
     try:
         for transport in ("udp", "tcp"):
             before = {s["id"] for s in r.sessions()}
-            p = subprocess.run([*QEMU.split(), SENDTEST, "127.0.0.1", str(r.port), transport],
+            p = subprocess.run([*QEMU.split(), SENDTEST, "127.0.0.1", str(r.port), transport, KEY],
                                capture_output=True, text=True, timeout=90)
             eq(p.returncode, 0, f"sendtest over {transport}: {p.stderr}")
-            check("welcomed 1" in p.stdout, f"the agent was not welcomed: {p.stdout}")
+            check("welcomed 1, keyed 1" in p.stdout, f"the agent was not welcomed: {p.stdout}")
             new = wait_for(lambda: [s for s in r.sessions() if s["id"] not in before], 10,
                            f"the {transport} session")
             sid = new[0]["id"]
@@ -1178,6 +1218,141 @@ def case_agent_cross():
             pays = [(e["payload"], e["payload_hex"]) for e in ev if e["type"] == "marker_begin"]
             eq(pays, [("payload-\u0001\u0002\ufffd", b"payload-\x01\x02\xff".hex())],
                "marker payload (text with U+FFFD for the invalid byte, exact hex)")
+        rel = r.get("/api/relay")
+        eq((rel["unauthenticated"], rel["bad_mac"]), (0, 0), "packets refused")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_keyed_agent():
+    global SENDTEST, QEMU, BIG_ENDIAN
+    SENDTEST, QEMU, BIG_ENDIAN = os.path.join(BIN, "tmk-agent-sendtest"), "", 0
+    case_agent_cross()
+
+
+# ---------------------------------------------------------------------------------------------
+# Authenticated ingest (PROTOCOL.md §2.1, SECURITY.md)
+KEY = "000102030405060708090a0b0c0d0e0f"
+KEY2 = "f0e1d2c3b4a5968778695a4b3c2d1e0f"
+
+
+def key_file(text, mode=0o600):
+    os.makedirs(TMP, exist_ok=True)
+    path = os.path.join(TMP, f"keys-{time.time_ns()}.txt")
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return path
+
+
+def case_key_file():
+    """--key FILE: a bad file stops the relay at start-up with a message naming the line."""
+    exe = os.path.join(BIN, RELAY)
+    many = "".join(f"p{i} {KEY}\n" for i in range(33))
+    for text, why in ((f"tmk-relay-synth 0011\n", ":1: the key of 'tmk-relay-synth' is not 32 hex"),
+                      (f"# comment\n\nfoo {KEY} extra\n", ":3: expected 'PROGRAM KEY'"),
+                      (f"foo\n", ":1: expected 'PROGRAM KEY'"),
+                      (f"foo {KEY}\n  # x\nfoo {KEY2}\n", ":3: 'foo' has a key already"),
+                      (f"foo {'zz' * 16}\n", ":1: the key of 'foo' is not 32 hex"),
+                      (f"{'p' * 130} {KEY}\n", ":1: program name longer than 127"),
+                      ("# nothing but comments\n", ": no keys in it"),
+                      (many, ":33: more than 32 keys")):
+        path = key_file(text)
+        p = subprocess.run([exe, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir",
+                            os.path.join(TMP, "d"), "--key", path], capture_output=True, text=True,
+                           timeout=10)
+        eq(p.returncode, 2, f"exit code for key file {text[:40]!r}")
+        check(path + why in p.stderr, f"message for {text[:40]!r}: {p.stderr!r}")
+    p = subprocess.run([exe, "--key", os.path.join(TMP, "missing.keys")], capture_output=True,
+                       text=True, timeout=10)
+    eq(p.returncode, 2, "exit code for a missing key file")
+    check("cannot read key file" in p.stderr, f"missing file message: {p.stderr!r}")
+    # a good file others can read: the relay runs, and says so; two files add up
+    r = Relay("--key", key_file(f"a {KEY}\r\n* {KEY2}  # studio\n", 0o644),
+              "--key", key_file(f"b {KEY}\n"))
+    try:
+        check("can be read by every user" in r.log(), "no warning for a world-readable key file")
+        check("keys for 3 program(s): a, *, b" in r.log(), "keys not logged")
+        eq(r.get("/api/relay")["keys"], 3, "keys in /api/relay")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
+def case_keyed():
+    """Keyed ingest end to end (UDP, TCP): everything arrives, the relay's WELCOME and CONTROL
+    carry a valid MAC; for a keyed session, packets without a MAC, with another key or replayed
+    are dropped and counted, and the session keeps its facts and data."""
+    r = Relay("--key", key_file(f"# studio\ntmk-relay-synth {KEY}\nother {KEY2}\n"))
+    to = f"127.0.0.1:{r.port}"
+    try:
+        for transport, sid in (([], "00000000000e0001"), (["--tcp"], "00000000000e0002")):
+            sy = synth_bg("--to", to, "--session", sid, "--packets", 150, "--rate", 100,
+                          "--key", KEY, *transport)
+            wait_for(lambda: any(s["id"] == sid for s in r.sessions()), 5, "session appears")
+            st, js = r.api("POST", f"/api/sessions/{sid}/control", {"level": 2, "mask": 5})
+            eq(st, 200, f"control {js}")
+            out, err = sy.communicate(timeout=20)
+            eq(sy.returncode, 0, f"synth failed: {err}")
+            check("REPLY WELCOME version=1 mac=ok" in out, f"WELCOME not keyed: {out}")
+            check("REPLY CONTROL seq=1 level=2 mask=5 mac=ok" in out, f"CONTROL not keyed: {out}")
+            js = r.wait_zones(sid, 150 * 40)
+            eq((js["stats"]["lost"], js["stats"]["duplicated"]), (0, 0), "lost, duplicated")
+        rel = r.get("/api/relay")
+        eq((rel["keys"], rel["unauthenticated"], rel["bad_mac"]), (2, 0, 0), "keys, refused")
+
+        sid = "00000000000e0003"
+        synth("--to", to, "--session", sid, "--packets", 20, "--no-bye", "--key", KEY)
+        r.wait_zones(sid, 20 * 40)
+        # spoofed, no MAC: DATA further on, a HELLO renaming it, a BYE
+        synth("--to", to, "--session", sid, "--packets", 10, "--seq-start", 20, "--no-hello",
+              "--no-bye")
+        attack("hello", r, "--session", sid, "--program", "evil", "--freq", 1)
+        synth("--to", to, "--session", sid, "--packets", 0, "--no-hello")
+        wait_for(lambda: r.get("/api/relay")["unauthenticated"] == 12, 5, "12 unauthenticated")
+        # another key
+        synth("--to", to, "--session", sid, "--packets", 5, "--seq-start", 30, "--no-hello",
+              "--no-bye", "--key", KEY2)
+        wait_for(lambda: r.get("/api/relay")["bad_mac"] == 5, 5, "5 with a bad MAC")
+        # replayed: the very packets it sent, MAC and all
+        synth("--to", to, "--session", sid, "--packets", 20, "--no-bye", "--key", KEY)
+        js = wait_for(lambda: (lambda j: j["stats"]["duplicated"] == 20 and j)(r.session(sid)), 5,
+                      "20 replays counted as duplicates")
+        eq(js["stats"]["zones"], 20 * 40, "zones after the attacks")
+        eq((js["program"], js["timer_freq"], js["live"]), ("tmk-relay-synth", 1000000000, True),
+           "facts and liveness kept")
+        # the real target goes on
+        synth("--to", to, "--session", sid, "--packets", 10, "--seq-start", 20, "--no-hello",
+              "--key", KEY)
+        js = r.wait_zones(sid, 30 * 40)
+        eq(js["stats"]["lost"], 0, "lost")
+
+        # an unkeyed HELLO for a keyed program is refused, and told why
+        sid = "00000000000e0004"
+        out = synth("--to", to, "--session", sid, "--packets", 0, "--no-bye", "--linger", 300)
+        check("REPLY REJECT reason=4 text=telemark-relay requires a key for program "
+              "'tmk-relay-synth'" in out, f"no REJECT: {out}")
+        check(all(s["id"] != sid for s in r.sessions()), "session created by an unkeyed HELLO")
+        # a program no key names stays unkeyed
+        sid = "00000000000e0005"
+        synth("--to", to, "--session", sid, "--packets", 10, "--program", "free")
+        eq(r.wait_zones(sid, 400)["program"], "free", "an unkeyed program")
+        rel = r.get("/api/relay")
+        eq((rel["unauthenticated"], rel["bad_mac"]), (13, 5), "refused in all")
+        check("with no MAC for a keyed session; dropped (--key)" in r.log(), "refusals not logged")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+    # "*": every program is keyed, unkeyed DATA of an unknown session too
+    r = Relay("--key", key_file(f"* {KEY}\n"))
+    try:
+        synth("--to", f"127.0.0.1:{r.port}", "--session", "00000000000e0006", "--packets", 10,
+              "--no-hello", "--no-bye")
+        wait_for(lambda: r.get("/api/relay")["unauthenticated"] == 10, 5, "10 unauthenticated")
+        eq(r.sessions(), [], "sessions from unkeyed DATA")
+        sid = "00000000000e0007"  # keyed DATA before any HELLO (a relay restarted): accepted
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 10, "--no-hello",
+              "--key", KEY)
+        r.wait_zones(sid, 400)
     finally:
         eq(r.stop(), 0, "exit code")
 

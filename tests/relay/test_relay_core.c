@@ -122,6 +122,34 @@ static void test_reorder_far_jump(void** state) {
   tmk__reorder_free(&ro);
 }
 
+/* A keyed session (PROTOCOL.md §2.1): its packets can be replayed, not forged. A replayed run
+ * far behind never starts an epoch back in time, and after a genuine forward epoch the packets
+ * of the old one are duplicates, not late arrivals. */
+static void test_reorder_keyed_replay(void** state) {
+  (void)state;
+  tmk__reorder ro;
+  got g = {{0}, 0};
+  for (int keyed = 0; keyed < 2; keyed++) {
+    g.n = 0;
+    assert_int_equal(tmk__reorder_init(&ro, 16, 100), 0);
+    ro.forward_only = keyed;
+    const uint64_t b = 100000; /* a relay that joined late */
+    for (uint64_t s = b; s < b + 20; s++) push(&ro, s, 0, &g);
+    /* forward epoch (an outage) of FAR + 100: the old stream's last packets are in history */
+    for (uint64_t k = 0; k < TMK__REORDER_EPOCH_RUN; k++)
+      push(&ro, b + 20 + TMK__REORDER_FAR + 100 + k, 400, &g);
+    assert_int_equal(ro.epochs, 1);
+    size_t n = g.n;
+    for (uint64_t s = b + 10; s < b + 20; s++) push(&ro, s, 401, &g); /* replayed, pre-jump */
+    assert_int_equal(g.n, keyed ? n : n + 10); /* unkeyed: taken as late arrivals */
+    /* a run far behind after a quiet window (replayed from long ago) */
+    uint64_t next = ro.next;
+    for (uint64_t k = 0; k < TMK__REORDER_EPOCH_RUN; k++) push(&ro, next - 20000 + k, 800, &g);
+    assert_int_equal(ro.epochs, keyed ? 1 : 2);
+    tmk__reorder_free(&ro);
+  }
+}
+
 static void test_reorder_late_join(void** state) {
   (void)state;
   tmk__reorder ro;
@@ -573,6 +601,7 @@ int main(void) {
       cmocka_unit_test(test_reorder_loss_by_window_and_age),
       cmocka_unit_test(test_reorder_late_join),
       cmocka_unit_test(test_reorder_far_jump),
+      cmocka_unit_test(test_reorder_keyed_replay),
       cmocka_unit_test(test_recording_roundtrip_and_every_torn_tail),
       cmocka_unit_test(test_crc32c_check_value),
       cmocka_unit_test(test_agent_file),

@@ -1,7 +1,9 @@
 /* tmk_synth.c — a synthetic telemark target for the relay's tests: encodes a deterministic
  * stream (sites, nested zones on several threads, frames, plots, messages) with the protocol
  * encoder and sends it over UDP or TCP, or writes an agent file; prints what it sent and what
- * the relay answered. Also floods garbage and fresh session ids for the bad-input tests. */
+ * the relay answered. Also floods garbage and fresh session ids for the bad-input tests. With
+ * --key every packet carries a MAC (PROTOCOL.md §2.1) and each reply line says whether its MAC
+ * was valid (mac=ok, mac=none, mac=bad). */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,7 +42,11 @@ typedef struct opts {
   int no_lz4;
   const char* bind_ip; /* source address (e.g. 127.0.0.2 to look like another host) */
   uint64_t corrupt_every; /* every Nth DATA packet is replaced by one whose body cannot decode */
+  const char* program;    /* HELLO program, default tmk-relay-synth */
 } opts;
+
+static int g_keyed;
+static uint8_t g_key[16];
 
 static uint32_t g_rng;
 static uint32_t rnd(void) {
@@ -68,21 +74,28 @@ static void sleep_ms(int ms) {
 static void print_reply(const uint8_t* p, size_t len) {
   tmk_proto_reader rd;
   uint8_t scratch[TMK_PROTO_MAX_BODY];
+  const char* mac = "";
+  if (g_keyed) {
+    int rc = tmk_proto_mac_check(p, len, g_key);
+    mac = rc == 0 ? " mac=ok" : (len > 4 && (p[4] & TMK_PKT_F_MAC)) ? " mac=bad" : " mac=none";
+  }
   if (tmk_proto_open(&rd, p, len, scratch, sizeof scratch) < 0) {
     printf("REPLY BAD\n");
     return;
   }
   if (rd.hdr.type == TMK_PKT_WELCOME) {
     tmk_proto_welcome w;
-    if (tmk_proto_read_welcome(&rd, &w) == 0) printf("REPLY WELCOME version=%u\n", w.proto_version);
+    if (tmk_proto_read_welcome(&rd, &w) == 0)
+      printf("REPLY WELCOME version=%u%s\n", w.proto_version, mac);
   } else if (rd.hdr.type == TMK_PKT_REJECT) {
     tmk_proto_reject rj;
     if (tmk_proto_read_reject(&rd, &rj) == 0)
-      printf("REPLY REJECT reason=%u text=%.*s\n", rj.reason, (int)rj.text.len, rj.text.ptr);
+      printf("REPLY REJECT reason=%u text=%.*s%s\n", rj.reason, (int)rj.text.len, rj.text.ptr,
+             mac);
   } else if (rd.hdr.type == TMK_PKT_CONTROL) {
     tmk_proto_control c;
     if (tmk_proto_read_control(&rd, &c) == 0)
-      printf("REPLY CONTROL seq=%u level=%u mask=%u\n", c.seq, c.severity, c.verbosity);
+      printf("REPLY CONTROL seq=%u level=%u mask=%u%s\n", c.seq, c.severity, c.verbosity, mac);
   } else {
     printf("REPLY TYPE %u\n", rd.hdr.type);
   }
@@ -157,6 +170,15 @@ static void open_tcp(const opts* o) {
 
 static void send_packet(const uint8_t* p, size_t len) {
   uint8_t prefix[3];
+  static uint8_t sealed[TMK_PROTO_MAX_PACKET];
+  if (g_keyed && len >= 14 && len + TMK_PROTO_MAC_LEN <= sizeof sealed) {
+    memcpy(sealed, p, len);
+    int n = tmk_proto_mac_seal(sealed, len, sizeof sealed, g_key);
+    if (n > 0) {
+      p = sealed;
+      len = (size_t)n;
+    }
+  }
   if (g_file) {
     int n = tmk_proto_frame_prefix(prefix, len);
     fwrite(prefix, 1, (size_t)n, g_file);
@@ -193,8 +215,8 @@ static void send_hello(const opts* o, int version) {
   h.proto_version = (uint32_t)version;
   h.agent_version.ptr = "synth-1";
   h.agent_version.len = 7;
-  h.program.ptr = "tmk-relay-synth";
-  h.program.len = 15;
+  h.program.ptr = o->program ? o->program : "tmk-relay-synth";
+  h.program.len = (uint32_t)strlen(h.program.ptr);
   h.platform.ptr = "linux";
   h.platform.len = 5;
   h.arch.ptr = o->big_endian ? "ppc" : "x86_64";
@@ -281,6 +303,16 @@ int main(int argc, char** argv) {
     else if (ARG("--seq-start")) o.seq_start = strtoull(v, NULL, 10);
     else if (ARG("--bind")) o.bind_ip = v;
     else if (ARG("--corrupt-every")) o.corrupt_every = strtoull(v, NULL, 10);
+    else if (ARG("--program")) o.program = v;
+    else if (ARG("--key")) {
+      if (strlen(v) != 32) return 2;
+      for (int b = 0; b < 16; b++) {
+        unsigned x;
+        if (sscanf(v + 2 * b, "%2x", &x) != 1) return 2;
+        g_key[b] = (uint8_t)x;
+      }
+      g_keyed = 1;
+    }
     else {
       fprintf(stderr, "tmk-relay-synth: unknown option %s\n", a);
       return 2;

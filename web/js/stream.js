@@ -136,6 +136,10 @@ export class Stream {
     const ws = new WebSocket(this.url);
     ws.binaryType = 'arraybuffer';
     ws.onopen = () => { this.retry = 250; if (this.sub) ws.send(JSON.stringify(this.sub)); this.h.onOpen && this.h.onOpen(); };
+    // Keep-alive (docs/API.md): the relay closes a stream that sends nothing for --ws-idle
+    // seconds (default 60), and a page looking at an idle session has nothing to ack.
+    clearInterval(this.keepAlive);
+    this.keepAlive = setInterval(() => this.send({ op: 'ping' }), 10000);
     ws.onmessage = (ev) => {
       if (typeof ev.data === 'string') { try { this.h.onText(JSON.parse(ev.data)); } catch (e) { console.warn('stream text', e); } }
       else {
@@ -172,5 +176,5 @@ export class Stream {
     if (this.ws && this.ws.readyState === 1) this.ws.send(JSON.stringify(this.sub));
   }
   send(obj) { if (this.ws && this.ws.readyState === 1) this.ws.send(JSON.stringify(obj)); }
-  close() { this.closed = true; if (this.ws) this.ws.close(); }
+  close() { this.closed = true; clearInterval(this.keepAlive); if (this.ws) this.ws.close(); }
 }
