@@ -132,8 +132,11 @@ uint64_t tmk__ms(void) {
   return g->ms;
 }
 
+/* A constant 0 on a port without sockets, so what only a relay on a socket needs (reading its
+ * packets, on-demand recording, UDP pacing) drops out of a board's image. */
 static int is_socket(const tmk__flusher* g) {
-  return g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP;
+  return TMK_PORT_HAS_SOCKETS &&
+         (g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP);
 }
 
 /* Whether records may be taken: always, but with desc.on_demand over a socket only while a
@@ -174,7 +177,7 @@ static void pace(tmk__flusher* g, size_t len) {
   /* bytes per ms = kb * 1024 / 1000, with 32-bit divisions only (see tmk__ms) */
   uint64_t per_ms = (uint64_t)(kb / 1000u) * 1024u + (kb % 1000u) * 1024u / 1000u;
   int waits;
-  if (g->tr.kind != TMK_TRANSPORT_UDP || !g->pace_now) return;
+  if (!is_socket(g) || g->tr.kind != TMK_TRANSPORT_UDP || !g->pace_now) return;
   for (waits = 0; waits < PACE_MAX_WAITS; waits++) {
     uint64_t now = tmk__ms();
     if (now != g->pace_ms) {
@@ -639,12 +642,14 @@ static void talk_to_relay(void) {
   tmk__flusher* g = F;
   const uint8_t* pkt = NULL;
   int i, n;
-  if (tmk__transport_tick(&g->tr, tmk__ms())) { /* a new connection may be a new relay */
+  if (is_socket(g) && tmk__transport_tick(&g->tr, tmk__ms())) { /* a new TCP connection: a new relay? */
     set_welcomed(g, 0);
     g->force_meta = 1;
     tmk__send_hello();
   }
-  for (i = 0; i < 64 && (n = tmk__transport_recv(&g->tr, &pkt, tmk__ms())) > 0; i++)
+  /* only sockets receive (tmk__transport_recv): the callback and file transports are one-way */
+  for (i = 0; i < 64 && is_socket(g) && (n = tmk__transport_recv(&g->tr, &pkt, tmk__ms())) > 0;
+       i++)
     handle_packet(pkt, (size_t)n);
 }
 
