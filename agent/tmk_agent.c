@@ -189,6 +189,10 @@ static void push_event(tmk__thread* t, uint32_t type, uint32_t aux, tmk_site* si
   ring_commit(t, words);
 }
 
+#if defined(__OPTIMIZE_SIZE__)
+uint64_t tmk__now_ticks(void) { return tmk__now_ticks_inline(); }
+#endif
+
 /* ============================================================================================
  * Hot path entry points (called by the macros in telemark.h)
  * ========================================================================================== */

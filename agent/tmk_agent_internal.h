@@ -164,11 +164,16 @@ static inline uint64_t tmk__extend_clock(uint64_t raw) {
 }
 
 /* Returns the agent's time in ticks (what zones record). */
-static inline uint64_t tmk__now_ticks(void) {
+static inline uint64_t tmk__now_ticks_inline(void) {
   if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk__shr64(tmk_port_fast_ticks(), tmk__g.shift);
   if (tmk__g.clk_bits == 0) return tmk__g.clk_fn(tmk__g.clk_user);
   return tmk__extend_clock(tmk__g.clk_fn(tmk__g.clk_user));
 }
+#if defined(__OPTIMIZE_SIZE__)
+uint64_t tmk__now_ticks(void); /* -Os (a small board): one copy, in tmk_agent.c */
+#else
+static inline uint64_t tmk__now_ticks(void) { return tmk__now_ticks_inline(); }
+#endif
 
 /* Returns milliseconds for the flusher's timers, from the agent's clock (tmk_flush.c). Call with
  * the flush lock held (or before the flusher runs): it converts incrementally. */

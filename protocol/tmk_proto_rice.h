@@ -83,7 +83,7 @@ static inline void tmk__learn(tmk_proto_slot (*t)[TMK_PROTO_PREDICT_SLOTS], unsi
 }
 
 /* Length in bits of v's code with parameter k. */
-static inline unsigned tmk__rice_bits(uint64_t v, unsigned k) {
+TMK__SMALL unsigned tmk__rice_bits(uint64_t v, unsigned k) {
   uint64_t q = v >> k;
   return q < TMK__RICE_ESC ? (unsigned)q + 1 + k : TMK__RICE_ESC + 6 + tmk__bitlen(v);
 }
