@@ -33,8 +33,10 @@ enum {
 #define TMK__RING_AUTO_MAX (16u << 20)
 #if defined(__GNUC__) || defined(__clang__)
 #define TMK__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TMK__NOINLINE __attribute__((noinline))
 #else
 #define TMK__UNLIKELY(x) (x)
+#define TMK__NOINLINE
 #endif
 
 enum { TMK__SLOT_FREE = 0, TMK__SLOT_CLAIMING = 1, TMK__SLOT_ACTIVE = 2, TMK__SLOT_DEAD = 3 };

@@ -88,7 +88,7 @@ uint32_t tmk__filter[8];
  * ========================================================================================== */
 
 /* n / d by shift and subtract; for the rare wide values. */
-static uint64_t udiv64(uint64_t n, uint32_t d, uint32_t* rem) {
+static TMK__NOINLINE uint64_t udiv64(uint64_t n, uint32_t d, uint32_t* rem) {
   uint64_t q = 0, r = 0;
   int i;
   for (i = 63; i >= 0; i--) {
