@@ -278,7 +278,7 @@ int tmk_proto_put_team(tmk_proto_writer* w, uint32_t bit, const char* name, size
 
 /* Does zone `z` lie inside [cursor, end], measured from `cursor` modulo 2^64 (both its start
  * and its end, and neither more than 2^63 ticks after `cursor`)? */
-static int tmk__inside(uint64_t cursor, uint64_t end, const tmk_proto_zone* z) {
+TMK__SMALL int tmk__inside(uint64_t cursor, uint64_t end, const tmk_proto_zone* z) {
   uint64_t gap = z->start - cursor;
   uint64_t room = end - cursor;
   return gap < TMK__HALF && room < TMK__HALF && gap <= room && z->duration <= room - gap;
