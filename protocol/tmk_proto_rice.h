@@ -211,16 +211,15 @@ static void tmk__nout_low(tmk__nout* o, uint64_t v, unsigned n) {
 static __attribute__((noinline, unused)) void tmk__nout_num(tmk__nout* o, unsigned ctx,
                                                             uint64_t v) {
   unsigned k = tmk__rice_k(o->state[ctx]); /* <= 63 */
-  if ((v >> k) < TMK__RICE_ESC) { /* q ones, a zero, then the low k bits */
-    unsigned q = (unsigned)(v >> k);
-    tmk__nout_bits(o, (1u << q) - 1u, q + 1u);
-    tmk__nout_low(o, v, k);
+  uint64_t q = v >> k;
+  if (q < TMK__RICE_ESC) { /* q ones, a zero, then the low k bits */
+    tmk__nout_bits(o, (1u << q) - 1u, (unsigned)q + 1u);
   } else { /* the escape, the bit length - 1, then the bits */
-    unsigned n = tmk__bitlen(v);
+    k = tmk__bitlen(v);
     tmk__nout_bits(o, (1u << TMK__RICE_ESC) - 1u, TMK__RICE_ESC);
-    tmk__nout_bits(o, n - 1u, 6);
-    tmk__nout_low(o, v, n);
+    tmk__nout_bits(o, k - 1u, 6);
   }
+  tmk__nout_low(o, v, k);
   o->state[ctx] = tmk__rice_update(o->state[ctx], v);
 }
 #else
