@@ -162,8 +162,8 @@ static void set_welcomed(tmk__flusher* g, int welcomed) {
   if (!tmk__g.desc.on_demand || !is_socket(g)) return;
   tmk__apply_filter(g->level, g->mask);
   tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO,
-                 welcomed ? "telemark: a relay listens: recording (on demand)"
-                          : "telemark: the relay is gone: recording stops (on demand)");
+                 welcomed ? "a relay listens: recording (on demand)"
+                          : "the relay is gone: recording stops (on demand)");
 }
 
 /* ============================================================================================
@@ -205,7 +205,7 @@ static int send_packet(void) {
   if (n < 0) {
     /* the code, not tmk_strerror's text: its table is 1.2 KB on a board, and this cannot
        happen with the agent's own limits */
-    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed (%d)",
+    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "packet encoding failed (%d)",
                    n);
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
@@ -604,7 +604,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
       g->last_welcome_ms = tmk__ms();
       if (!g->welcomed) {
         set_welcomed(g, 1);
-        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: relay %.*s welcomed session %016llx",
+        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "relay %.*s welcomed session %016llx",
                  (int)w.relay_version.len, w.relay_version.ptr,
                  (unsigned long long)g->session_id);
       }
@@ -615,7 +615,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
       if (tmk_proto_read_reject(r, &rj) == 0 && !g->rejected) {
         g->rejected = 1;
         tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR,
-                 "telemark: relay rejected this agent (reason %u): %.*s", (unsigned)rj.reason,
+                 "relay rejected this agent (reason %u): %.*s", (unsigned)rj.reason,
                  (int)rj.text.len, rj.text.ptr);
       }
       break;
@@ -629,7 +629,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
       g->control_applied++;
       tmk__apply_filter(c.severity, c.verbosity);
       tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO,
-               "telemark: relay set level %s, verbosity 0x%08x (change %u)",
+               "relay set level %s, verbosity 0x%08x (change %u)",
                tmk_proto_severity_name(c.severity), (unsigned)c.verbosity, (unsigned)c.seq);
       break;
     }
@@ -685,7 +685,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
   if (rc == 0)
-    tmk__agent_log(&d->logger, TMK_SEV_INFO, "telemark: session %016llx over %s%s",
+    tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %016llx over %s%s",
              (unsigned long long)g->session_id, tmk__transport_name(&g->tr),
              g->lz4_on ? ", lz4" : "");
   return rc;
