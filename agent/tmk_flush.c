@@ -677,10 +677,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
   g->batch = c->batch;
   g->batch_cap = c->batch_cap;
   g->force_meta = 1;
-  if (tmk__g.clk_fn && tmk__g.clk_bits) { /* seed the extension from the first reading */
-    g->clk_ext = tmk__g.clk_fn(tmk__g.clk_user) & ((1ull << tmk__g.clk_bits) - 1);
-    tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)(g->clk_ext >> (tmk__g.clk_bits - 1)));
-  }
+  update_clock_extension(); /* from clk_ext 0: seeds the extension with the first reading */
   ms_start(g);
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
