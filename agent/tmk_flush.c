@@ -232,45 +232,9 @@ static int send_packet(void) {
  * Records: put with "packet full -> send, retry once on a fresh packet"
  * ========================================================================================== */
 
-typedef struct rec {
-  int type; /* TMK_REC_* */
-  uint32_t site;
-  uint32_t aux;
-  uint64_t time;
-  uint64_t value;
-  const void* data;
-  size_t len;
-  const tmk_proto_site* desc;
-} rec;
-
-static int put_rec(const rec* r) {
-  tmk_proto_writer* w = &F->w;
-  double d;
-  switch (r->type) {
-    case TMK_REC_SITE: return tmk_proto_put_site(w, r->desc);
-    case TMK_REC_MARKER_BEGIN:
-    case TMK_REC_MARKER_END:
-      return tmk_proto_put_marker(w, r->type == TMK_REC_MARKER_END, r->site, r->time, r->data,
-                                  r->len);
-    case TMK_REC_FRAME: return tmk_proto_put_frame(w, r->site, r->time);
-    case TMK_REC_PLOT:
-      if (r->aux) {
-        memcpy(&d, &r->value, sizeof d);
-        return tmk_proto_put_plot_d(w, r->site, r->time, d);
-      }
-      return tmk_proto_put_plot_i(w, r->site, r->time, (int64_t)r->value);
-    case TMK_REC_MESSAGE:
-      return tmk_proto_put_message(w, r->site, (uint8_t)r->aux, (uint32_t)r->value, r->time,
-                                   (const char*)r->data, r->len);
-    case TMK_REC_THREAD_NAME:
-      return tmk_proto_put_thread_name(w, r->aux, (const char*)r->data, r->len);
-    case TMK_REC_DROPS: return tmk_proto_put_drops(w, r->aux, r->value);
-    case TMK_REC_CLOCK_SYNC: return tmk_proto_put_clock(w, r->time, r->value);
-    case TMK_REC_TEAM_NAME:
-      return tmk_proto_put_team(w, r->aux, (const char*)r->data, r->len);
-    default: return TMK_EINVAL;
-  }
-}
+/* A record goes to the writer in its decoded form (tmk_proto_put_record): one call for every
+ * type, so a board's image holds one record writer, not one per type. */
+typedef tmk_proto_record rec;
 
 /* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
 static int select_thread(uint32_t thread) {
@@ -288,7 +252,7 @@ static void emit(const rec* r, uint32_t thread) {
   int attempt;
   for (attempt = 0; attempt < 2; attempt++) {
     int rc = select_thread(thread);
-    if (rc == 0) rc = put_rec(r);
+    if (rc == 0) rc = tmk_proto_put_record(&F->w, r);
     if (rc >= 0) return;
     if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&F->w)) break;
     send_packet();
@@ -298,28 +262,37 @@ static void emit(const rec* r, uint32_t thread) {
 
 /* Writes the SITE record describing s (its id already assigned by site_id). */
 static void emit_site(tmk_site* s) {
-  tmk_proto_site ps;
   rec r;
+  tmk_proto_site* ps = &r.u.site;
   size_t nl = s->name ? strlen(s->name) : 0, fl = s->file ? strlen(s->file) : 0;
-  memset(&ps, 0, sizeof ps);
-  ps.id = s->id;
-  ps.kind = s->kind;
-  ps.severity = s->severity;
-  ps.verbosity = s->verbosity;
-  ps.color = s->color;
-  ps.line = s->line;
-  ps.name.ptr = s->name ? s->name : "";
-  ps.name.len = (uint32_t)(nl > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : nl);
-  if (fl > TMK_PROTO_MAX_STRING) { /* keep the end of an over-long path */
-    ps.file.ptr = s->file + (fl - TMK_PROTO_MAX_STRING);
-    fl = TMK_PROTO_MAX_STRING;
-  } else {
-    ps.file.ptr = s->file ? s->file : "";
-  }
-  ps.file.len = (uint32_t)fl;
   memset(&r, 0, sizeof r);
   r.type = TMK_REC_SITE;
-  r.desc = &ps;
+  ps->id = s->id;
+  ps->kind = s->kind;
+  ps->severity = s->severity;
+  ps->verbosity = s->verbosity;
+  ps->color = s->color;
+  ps->line = s->line;
+  ps->name.ptr = s->name ? s->name : "";
+  ps->name.len = (uint32_t)(nl > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : nl);
+  if (fl > TMK_PROTO_MAX_STRING) { /* keep the end of an over-long path */
+    ps->file.ptr = s->file + (fl - TMK_PROTO_MAX_STRING);
+    fl = TMK_PROTO_MAX_STRING;
+  } else {
+    ps->file.ptr = s->file ? s->file : "";
+  }
+  ps->file.len = (uint32_t)fl;
+  emit(&r, NO_THREAD);
+}
+
+/* Writes the THREAD_NAME record of slot t. */
+static void emit_thread_name(const tmk__thread* t) {
+  rec r;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_THREAD_NAME;
+  r.thread = t->index;
+  r.u.thread_name.name.ptr = t->name;
+  r.u.thread_name.name.len = t->name_len;
   emit(&r, NO_THREAD);
 }
 
@@ -409,7 +382,6 @@ static void drain_thread(tmk__thread* t) {
                          : TMK__E_WORDS(len);
     rec r;
     memset(&r, 0, sizeof r);
-    r.time = time;
     if (len > TMK_PROTO_MAX_STRING) len = TMK_PROTO_MAX_STRING;
     switch (type) {
       case TMK__E_ZONE: {
@@ -425,29 +397,40 @@ static void drain_thread(tmk__thread* t) {
       }
       case TMK__E_FRAME:
         r.type = TMK_REC_FRAME;
-        r.site = site_id(site);
+        r.u.frame.site = site_id(site);
+        r.u.frame.time = time;
         emit(&r, t->index);
         break;
       case TMK__E_PLOT_I:
-      case TMK__E_PLOT_D:
+      case TMK__E_PLOT_D: {
+        uint64_t v = ring_word(t, tail + 3);
         r.type = TMK_REC_PLOT;
-        r.site = site_id(site);
-        r.aux = type == TMK__E_PLOT_D;
-        r.value = ring_word(t, tail + 3);
+        r.u.plot.site = site_id(site);
+        r.u.plot.time = time;
+        r.u.plot.is_double = type == TMK__E_PLOT_D;
+        r.u.plot.i = (int64_t)v;
+        memcpy(&r.u.plot.d, &v, sizeof v);
         emit(&r, t->index);
         break;
+      }
       case TMK__E_MARKER:
+        ring_get_bytes(t, tail + 3, text, len);
+        r.type = aux ? TMK_REC_MARKER_END : TMK_REC_MARKER_BEGIN;
+        r.u.marker.site = site_id(site);
+        r.u.marker.time = time;
+        r.u.marker.payload.ptr = (const char*)text;
+        r.u.marker.payload.len = len;
+        emit(&r, t->index);
+        break;
       case TMK__E_MESSAGE:
         ring_get_bytes(t, tail + 3, text, len);
-        r.type = type == TMK__E_MESSAGE ? TMK_REC_MESSAGE
-                                        : (aux ? TMK_REC_MARKER_END : TMK_REC_MARKER_BEGIN);
-        r.site = site_id(site);
-        r.data = text;
-        r.len = len;
-        if (type == TMK__E_MESSAGE) {
-          r.aux = site->severity;
-          r.value = site->verbosity;
-        }
+        r.type = TMK_REC_MESSAGE;
+        r.u.message.site = site_id(site);
+        r.u.message.severity = (uint8_t)site->severity;
+        r.u.message.verbosity = site->verbosity;
+        r.u.message.time = time;
+        r.u.message.text.ptr = (const char*)text;
+        r.u.message.text.len = len;
         emit(&r, t->index);
         break;
       case TMK__E_THREAD_NAME:
@@ -455,11 +438,7 @@ static void drain_thread(tmk__thread* t) {
         ring_get_bytes(t, tail + 3, t->name, len);
         t->name[len] = 0;
         t->name_len = len;
-        r.type = TMK_REC_THREAD_NAME;
-        r.aux = t->index;
-        r.data = t->name;
-        r.len = len;
-        emit(&r, NO_THREAD);
+        emit_thread_name(t);
         break;
       default: /* cannot happen: only this file's producers write rings */
         words = head - tail;
@@ -501,8 +480,8 @@ static void emit_drops(int all) {
       continue;
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_DROPS;
-    r.aux = (uint32_t)reason;
-    r.value = F->drops[reason];
+    r.u.drops.reason = (uint32_t)reason;
+    r.u.drops.count = F->drops[reason];
     F->drops_sent[reason] = F->drops[reason];
     emit(&r, NO_THREAD);
   }
@@ -516,13 +495,7 @@ static void emit_meta(void) {
   for (s = g->sites; s; s = s->next) emit_site(s);
   for (i = 0; i < tmk__g.nthreads; i++) {
     tmk__thread* t = tmk__slot(i);
-    if (!t->name_len) continue;
-    memset(&r, 0, sizeof r);
-    r.type = TMK_REC_THREAD_NAME;
-    r.aux = t->index;
-    r.data = t->name;
-    r.len = t->name_len;
-    emit(&r, NO_THREAD);
+    if (t->name_len) emit_thread_name(t);
   }
   for (i = 0; i < 32; i++) {
     const char* name = g->team_names[i] /* set under the lock */;
@@ -531,15 +504,15 @@ static void emit_meta(void) {
     len = strlen(name);
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_TEAM_NAME;
-    r.aux = i;
-    r.data = name;
-    r.len = len > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : len;
+    r.u.team.bit = i;
+    r.u.team.name.ptr = name;
+    r.u.team.name.len = (uint32_t)(len > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : len);
     emit(&r, NO_THREAD);
   }
   memset(&r, 0, sizeof r);
   r.type = TMK_REC_CLOCK_SYNC;
-  r.time = tmk__now_ticks();
-  r.value = tmk_port_unix_ns();
+  r.u.clock.ticks = tmk__now_ticks();
+  r.u.clock.unix_ns = tmk_port_unix_ns();
   emit(&r, NO_THREAD);
   account_drops();
   emit_drops(1);
