@@ -615,7 +615,8 @@ static void talk_to_relay(void) {
   tmk__flusher* g = F;
   const uint8_t* pkt = NULL;
   int i, n;
-  if (is_socket(g) && tmk__transport_tick(&g->tr, tmk__ms())) { /* a new TCP connection: a new relay? */
+  /* a new TCP connection may be a new relay */
+  if (is_socket(g) && tmk__transport_tick(&g->tr, tmk__ms())) {
     set_welcomed(g, 0);
     g->force_meta = 1;
     tmk__send_hello();
