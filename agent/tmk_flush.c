@@ -380,13 +380,14 @@ static void drain_thread(tmk__thread* t) {
     uint32_t words = (type == TMK__E_ZONE || type == TMK__E_PLOT_I || type == TMK__E_PLOT_D)
                          ? 4u
                          : TMK__E_WORDS(len);
+    /* entries of types 1..6 name a call site (registered on first use); thread names do not */
+    uint32_t id = type >= TMK__E_ZONE && type <= TMK__E_MESSAGE ? site_id(site) : 0;
     rec r;
     memset(&r, 0, sizeof r);
     if (len > TMK_PROTO_MAX_STRING) len = TMK_PROTO_MAX_STRING;
     switch (type) {
       case TMK__E_ZONE: {
         tmk_proto_zone* z;
-        uint32_t id = site_id(site);
         if (g->batch_len == g->batch_cap) flush_batch(t->index);
         z = &g->batch[g->batch_len++];
         z->start = time;
@@ -397,7 +398,7 @@ static void drain_thread(tmk__thread* t) {
       }
       case TMK__E_FRAME:
         r.type = TMK_REC_FRAME;
-        r.u.frame.site = site_id(site);
+        r.u.frame.site = id;
         r.u.frame.time = time;
         emit(&r, t->index);
         break;
@@ -405,7 +406,7 @@ static void drain_thread(tmk__thread* t) {
       case TMK__E_PLOT_D: {
         uint64_t v = ring_word(t, tail + 3);
         r.type = TMK_REC_PLOT;
-        r.u.plot.site = site_id(site);
+        r.u.plot.site = id;
         r.u.plot.time = time;
         r.u.plot.is_double = type == TMK__E_PLOT_D;
         r.u.plot.i = (int64_t)v;
@@ -416,7 +417,7 @@ static void drain_thread(tmk__thread* t) {
       case TMK__E_MARKER:
         ring_get_bytes(t, tail + 3, text, len);
         r.type = aux ? TMK_REC_MARKER_END : TMK_REC_MARKER_BEGIN;
-        r.u.marker.site = site_id(site);
+        r.u.marker.site = id;
         r.u.marker.time = time;
         r.u.marker.payload.ptr = (const char*)text;
         r.u.marker.payload.len = len;
@@ -425,7 +426,7 @@ static void drain_thread(tmk__thread* t) {
       case TMK__E_MESSAGE:
         ring_get_bytes(t, tail + 3, text, len);
         r.type = TMK_REC_MESSAGE;
-        r.u.message.site = site_id(site);
+        r.u.message.site = id;
         r.u.message.severity = (uint8_t)site->severity;
         r.u.message.verbosity = site->verbosity;
         r.u.message.time = time;
