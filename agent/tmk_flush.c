@@ -631,7 +631,6 @@ static void talk_to_relay(void) {
 int tmk__flush_open(const tmk__flush_config* c) {
   tmk__flusher* g = F = (tmk__flusher*)c->state;
   const tmk_agent_desc* d = &tmk__g.desc;
-  uint32_t i;
   int rc;
   memset(g, 0, sizeof *g);
   if (strlen(d->relay_host) >= sizeof g->host) return TMK_EINVAL;
@@ -639,7 +638,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
   strncpy(g->program, d->program, sizeof g->program - 1);
   strncpy(g->build, d->build ? d->build : "", sizeof g->build - 1); /* length checked at init */
   strncpy(g->label, d->label ? d->label : "", sizeof g->label - 1);
-  for (i = 0; i < 32; i++) g->team_names[i] = d->team_names[i];
+  memcpy(g->team_names, d->team_names, sizeof g->team_names);
   g->session_id = c->session_id;
   g->max_packet = c->max_packet;
   g->lz4_state = c->lz4_state;
