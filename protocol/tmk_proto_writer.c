@@ -148,15 +148,16 @@ int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread) {
 }
 
 /* Every record but zones, in one function: one copy of the bounded-output, event-cursor and
- * validation code, which is what a small board's image counts. */
+ * validation code, which is what a small board's image counts. A record that fails a check
+ * leaves the writer as it was: bytes written past a_end count only once committed. */
 int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
   tmk__ob o;
   uint64_t time = 0;
-  uint32_t site = 0;
-  const tmk_proto_str* str = NULL;
-  int timed = 0, rc;
+  const tmk_proto_str* str = NULL; /* a trailing string field (marker payloads are one too) */
+  int timed = 1, rc;
+  unsigned tag;
   if (!w || !r) return TMK_EINVAL;
-  /* the checks first: an invalid record leaves the writer untouched */
+  tmk__w_open(w, &o);
   switch (r->type) {
     case TMK_REC_SITE: {
       const tmk_proto_site* s = &r->u.site;
@@ -164,46 +165,6 @@ int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
           s->color > 0xFFFFFF || s->name.len > TMK_PROTO_MAX_STRING ||
           s->file.len > TMK_PROTO_MAX_STRING)
         return TMK_EINVAL;
-      break;
-    }
-    case TMK_REC_MARKER_BEGIN:
-    case TMK_REC_MARKER_END:
-      if (r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD ||
-          (r->u.marker.payload.len && !r->u.marker.payload.ptr))
-        return TMK_EINVAL;
-      site = r->u.marker.site;
-      time = r->u.marker.time;
-      str = &r->u.marker.payload;
-      timed = 1;
-      break;
-    case TMK_REC_FRAME:
-      site = r->u.frame.site;
-      time = r->u.frame.time;
-      timed = 1;
-      break;
-    case TMK_REC_PLOT:
-      site = r->u.plot.site;
-      time = r->u.plot.time;
-      timed = 1;
-      break;
-    case TMK_REC_MESSAGE:
-      str = &r->u.message.text;
-      if (r->u.message.severity >= TMK_SEV_COUNT) return TMK_EINVAL;
-      break;
-    case TMK_REC_THREAD_NAME: str = &r->u.thread_name.name; break;
-    case TMK_REC_TEAM_NAME:
-      if (r->u.team.bit >= TMK_PROTO_MAX_TEAMS) return TMK_EINVAL;
-      str = &r->u.team.name;
-      break;
-    case TMK_REC_DROPS:
-    case TMK_REC_CLOCK_SYNC: break;
-    default: return TMK_EINVAL;
-  }
-  if (str && (str->len > TMK_PROTO_MAX_STRING || (str->len && !str->ptr))) return TMK_EINVAL;
-  tmk__w_open(w, &o);
-  switch (r->type) {
-    case TMK_REC_SITE: {
-      const tmk_proto_site* s = &r->u.site;
       tmk__ob_u8(&o, TMK__TAG_SITE);
       tmk__ob_var(&o, s->id);
       tmk__ob_var(&o, s->kind);
@@ -212,22 +173,27 @@ int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
       tmk__ob_var(&o, s->color);
       tmk__ob_var(&o, s->line);
       tmk__ob_str(&o, s->name.ptr, s->name.len);
-      tmk__ob_str(&o, s->file.ptr, s->file.len);
+      str = &s->file;
+      timed = 0;
       break;
     }
     case TMK_REC_MESSAGE:
+      if (r->u.message.severity >= TMK_SEV_COUNT) return TMK_EINVAL;
       time = r->u.message.time;
-      timed = 1;
       tmk__ob_u8(&o, TMK__TAG_MESSAGE);
       tmk__ob_var(&o, r->u.message.site);
       tmk__ob_var(&o, r->u.message.severity);
       tmk__ob_var(&o, r->u.message.verbosity);
       tmk__ob_var(&o, tmk__zz(time - (w->has_base ? w->event_cursor : time)));
+      str = &r->u.message.text;
       break;
     case TMK_REC_THREAD_NAME:
     case TMK_REC_TEAM_NAME:
+      if (r->type == TMK_REC_TEAM_NAME && r->u.team.bit >= TMK_PROTO_MAX_TEAMS) return TMK_EINVAL;
       tmk__ob_u8(&o, r->type == TMK_REC_TEAM_NAME ? TMK__TAG_TEAM : TMK__TAG_THREAD_NAME);
       tmk__ob_var(&o, r->type == TMK_REC_TEAM_NAME ? r->u.team.bit : r->thread);
+      str = r->type == TMK_REC_TEAM_NAME ? &r->u.team.name : &r->u.thread_name.name;
+      timed = 0;
       break;
     case TMK_REC_DROPS:
     case TMK_REC_CLOCK_SYNC:
@@ -235,15 +201,26 @@ int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
       tmk__ob_u8(&o, r->type == TMK_REC_DROPS ? TMK__TAG_DROPS : TMK__TAG_CLOCK);
       tmk__ob_var(&o, r->type == TMK_REC_DROPS ? r->u.drops.reason : r->u.clock.ticks);
       tmk__ob_var(&o, r->type == TMK_REC_DROPS ? r->u.drops.count : r->u.clock.unix_ns);
+      timed = 0;
       break;
-    default: { /* events: tag, site, dt from the event cursor (§5.2), then their value */
-      unsigned tag = r->type == TMK_REC_FRAME    ? TMK__TAG_FRAME
-                     : r->type == TMK_REC_PLOT   ? (r->u.plot.is_double ? TMK__TAG_PLOT_D
-                                                                        : TMK__TAG_PLOT_I)
-                     : r->type == TMK_REC_MARKER_END ? TMK__TAG_MARKER_END
-                                                     : TMK__TAG_MARKER_BEGIN;
+    case TMK_REC_FRAME:
+    case TMK_REC_PLOT:
+    case TMK_REC_MARKER_BEGIN:
+    case TMK_REC_MARKER_END:
+      /* events: tag, site, dt from the event cursor (§5.2), then their value; frame, plot and
+       * marker share the layout of their site and time (tmk_proto_record's common start) */
+      if (r->type == TMK_REC_FRAME) {
+        tag = TMK__TAG_FRAME;
+      } else if (r->type == TMK_REC_PLOT) {
+        tag = r->u.plot.is_double ? TMK__TAG_PLOT_D : TMK__TAG_PLOT_I;
+      } else {
+        if (r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD) return TMK_EINVAL;
+        tag = r->type == TMK_REC_MARKER_END ? TMK__TAG_MARKER_END : TMK__TAG_MARKER_BEGIN;
+        str = &r->u.marker.payload;
+      }
+      time = r->u.frame.time;
       tmk__ob_u8(&o, tag);
-      tmk__ob_var(&o, site);
+      tmk__ob_var(&o, r->u.frame.site);
       tmk__ob_var(&o, tmk__zz(time - (w->has_base ? w->event_cursor : time)));
       if (tag == TMK__TAG_PLOT_I) {
         tmk__ob_var(&o, tmk__zz((uint64_t)r->u.plot.i));
@@ -253,9 +230,12 @@ int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
         tmk__ob_u64(&o, bits, w->big_endian);
       }
       break;
-    }
+    default: return TMK_EINVAL;
   }
-  if (str) tmk__ob_str(&o, str->len ? str->ptr : "", str->len);
+  if (str) {
+    if (str->len > TMK_PROTO_MAX_STRING || (str->len && !str->ptr)) return TMK_EINVAL;
+    tmk__ob_str(&o, str->len ? str->ptr : "", str->len);
+  }
   if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
   if (timed) {
     tmk__w_base(w, time);
