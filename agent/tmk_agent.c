@@ -192,6 +192,10 @@ static void push_event(tmk__thread* t, uint32_t type, uint32_t aux, tmk_site* si
   ring_commit(t, words);
 }
 
+#if defined(__OPTIMIZE_SIZE__)
+uint64_t tmk__now_ticks(void) { return tmk__now_ticks_inline(); }
+#endif
+
 /* ============================================================================================
  * Hot path entry points (called by the macros in telemark.h)
  * ========================================================================================== */
@@ -545,7 +549,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   tmk_port_store32_release(&tmk__g.tls_tag, tls_tag_of(gen + 1u));
   tmk__apply_filter(d.level ? (uint32_t)(d.level - 1) : (uint32_t)TMK_SEV_INFO,
                     d.verbosity ? d.verbosity : 0xFFFFFFFFu);
-  tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: agent up, %u thread slot(s) x %u-byte rings",
+  tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "agent up, %u thread slot(s) x %u-byte rings",
            (unsigned)threads, (unsigned)ring_bytes);
   tmk__lock(1);
   tmk__send_hello();
@@ -561,7 +565,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
     if (tmk_port_thread_start(&tmk__g.flusher, flusher_main, NULL) != 0) {
       tmk__g.has_flusher_thread = 0;
       tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_WARNING,
-               "telemark: no flusher thread; call tmk_agent_pump() per frame");
+               "no flusher thread; call tmk_agent_pump() per frame");
     }
   }
 #endif

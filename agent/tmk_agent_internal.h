@@ -42,8 +42,10 @@ enum {
 #define TMK__RING_AUTO_MAX (16u << 20)
 #if defined(__GNUC__) || defined(__clang__)
 #define TMK__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TMK__NOINLINE __attribute__((noinline))
 #else
 #define TMK__UNLIKELY(x) (x)
+#define TMK__NOINLINE
 #endif
 
 enum { TMK__SLOT_FREE = 0, TMK__SLOT_CLAIMING = 1, TMK__SLOT_ACTIVE = 2, TMK__SLOT_DEAD = 3 };
@@ -175,11 +177,16 @@ static inline uint64_t tmk__extend_clock(uint64_t raw) {
 }
 
 /* Returns the agent's time in ticks (what zones record). */
-static inline uint64_t tmk__now_ticks(void) {
+static inline uint64_t tmk__now_ticks_inline(void) {
   if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk__shr64(tmk_port_fast_ticks(), tmk__g.shift);
   if (tmk__g.clk_bits == 0) return tmk__g.clk_fn(tmk__g.clk_user);
   return tmk__extend_clock(tmk__g.clk_fn(tmk__g.clk_user));
 }
+#if defined(__OPTIMIZE_SIZE__)
+uint64_t tmk__now_ticks(void); /* -Os (a small board): one copy, in tmk_agent.c */
+#else
+static inline uint64_t tmk__now_ticks(void) { return tmk__now_ticks_inline(); }
+#endif
 
 /* Returns milliseconds for the flusher's timers, from the agent's clock (tmk_flush.c). Call with
  * the flush lock held (or before the flusher runs): it converts incrementally. */

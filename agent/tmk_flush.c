@@ -93,7 +93,7 @@ uint32_t tmk__filter[8];
  * ========================================================================================== */
 
 /* n / d by shift and subtract; for the rare wide values. */
-static uint64_t udiv64(uint64_t n, uint32_t d, uint32_t* rem) {
+static TMK__NOINLINE uint64_t udiv64(uint64_t n, uint32_t d, uint32_t* rem) {
   uint64_t q = 0, r = 0;
   int i;
   for (i = 63; i >= 0; i--) {
@@ -137,8 +137,11 @@ uint64_t tmk__ms(void) {
   return g->ms;
 }
 
+/* A constant 0 on a port without sockets, so what only a relay on a socket needs (reading its
+ * packets, on-demand recording, UDP pacing) drops out of a board's image. */
 static int is_socket(const tmk__flusher* g) {
-  return g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP;
+  return TMK_PORT_HAS_SOCKETS &&
+         (g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP);
 }
 
 /* Whether records may be taken: always, but with desc.on_demand over a socket only while a
@@ -164,8 +167,8 @@ static void set_welcomed(tmk__flusher* g, int welcomed) {
   if (!tmk__g.desc.on_demand || !is_socket(g)) return;
   tmk__apply_filter(g->level, g->mask);
   tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO,
-                 welcomed ? "telemark: a relay listens: recording (on demand)"
-                          : "telemark: the relay is gone: recording stops (on demand)");
+                 welcomed ? "a relay listens: recording (on demand)"
+                          : "the relay is gone: recording stops (on demand)");
 }
 
 /* ============================================================================================
@@ -179,7 +182,7 @@ static void pace(tmk__flusher* g, size_t len) {
   /* bytes per ms = kb * 1024 / 1000, with 32-bit divisions only (see tmk__ms) */
   uint64_t per_ms = (uint64_t)(kb / 1000u) * 1024u + (kb % 1000u) * 1024u / 1000u;
   int waits;
-  if (g->tr.kind != TMK_TRANSPORT_UDP || !g->pace_now) return;
+  if (!is_socket(g) || g->tr.kind != TMK_TRANSPORT_UDP || !g->pace_now) return;
   for (waits = 0; waits < PACE_MAX_WAITS; waits++) {
     uint64_t now = tmk__ms();
     if (now != g->pace_ms) {
@@ -218,7 +221,7 @@ static int send_packet(void) {
   if (n < 0) {
     /* the code, not tmk_strerror's text: its table is 1.2 KB on a board, and this cannot
        happen with the agent's own limits */
-    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "telemark: packet encoding failed (%d)",
+    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "packet encoding failed (%d)",
                    n);
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
@@ -245,45 +248,9 @@ static int send_packet(void) {
  * Records: put with "packet full -> send, retry once on a fresh packet"
  * ========================================================================================== */
 
-typedef struct rec {
-  int type; /* TMK_REC_* */
-  uint32_t site;
-  uint32_t aux;
-  uint64_t time;
-  uint64_t value;
-  const void* data;
-  size_t len;
-  const tmk_proto_site* desc;
-} rec;
-
-static int put_rec(const rec* r) {
-  tmk_proto_writer* w = &F->w;
-  double d;
-  switch (r->type) {
-    case TMK_REC_SITE: return tmk_proto_put_site(w, r->desc);
-    case TMK_REC_MARKER_BEGIN:
-    case TMK_REC_MARKER_END:
-      return tmk_proto_put_marker(w, r->type == TMK_REC_MARKER_END, r->site, r->time, r->data,
-                                  r->len);
-    case TMK_REC_FRAME: return tmk_proto_put_frame(w, r->site, r->time);
-    case TMK_REC_PLOT:
-      if (r->aux) {
-        memcpy(&d, &r->value, sizeof d);
-        return tmk_proto_put_plot_d(w, r->site, r->time, d);
-      }
-      return tmk_proto_put_plot_i(w, r->site, r->time, (int64_t)r->value);
-    case TMK_REC_MESSAGE:
-      return tmk_proto_put_message(w, r->site, (uint8_t)r->aux, (uint32_t)r->value, r->time,
-                                   (const char*)r->data, r->len);
-    case TMK_REC_THREAD_NAME:
-      return tmk_proto_put_thread_name(w, r->aux, (const char*)r->data, r->len);
-    case TMK_REC_DROPS: return tmk_proto_put_drops(w, r->aux, r->value);
-    case TMK_REC_CLOCK_SYNC: return tmk_proto_put_clock(w, r->time, r->value);
-    case TMK_REC_TEAM_NAME:
-      return tmk_proto_put_team(w, r->aux, (const char*)r->data, r->len);
-    default: return TMK_EINVAL;
-  }
-}
+/* A record goes to the writer in its decoded form (tmk_proto_put_record): one call for every
+ * type, so a board's image holds one record writer, not one per type. */
+typedef tmk_proto_record rec;
 
 /* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
 static int select_thread(uint32_t thread) {
@@ -301,7 +268,7 @@ static void emit(const rec* r, uint32_t thread) {
   int attempt;
   for (attempt = 0; attempt < 2; attempt++) {
     int rc = select_thread(thread);
-    if (rc == 0) rc = put_rec(r);
+    if (rc == 0) rc = tmk_proto_put_record(&F->w, r);
     if (rc >= 0) return;
     if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&F->w)) break;
     send_packet();
@@ -311,28 +278,37 @@ static void emit(const rec* r, uint32_t thread) {
 
 /* Writes the SITE record describing s (its id already assigned by site_id). */
 static void emit_site(tmk_site* s) {
-  tmk_proto_site ps;
   rec r;
+  tmk_proto_site* ps = &r.u.site;
   size_t nl = s->name ? strlen(s->name) : 0, fl = s->file ? strlen(s->file) : 0;
-  memset(&ps, 0, sizeof ps);
-  ps.id = s->id;
-  ps.kind = s->kind;
-  ps.severity = s->severity;
-  ps.verbosity = s->verbosity;
-  ps.color = s->color;
-  ps.line = s->line;
-  ps.name.ptr = s->name ? s->name : "";
-  ps.name.len = (uint32_t)(nl > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : nl);
-  if (fl > TMK_PROTO_MAX_STRING) { /* keep the end of an over-long path */
-    ps.file.ptr = s->file + (fl - TMK_PROTO_MAX_STRING);
-    fl = TMK_PROTO_MAX_STRING;
-  } else {
-    ps.file.ptr = s->file ? s->file : "";
-  }
-  ps.file.len = (uint32_t)fl;
   memset(&r, 0, sizeof r);
   r.type = TMK_REC_SITE;
-  r.desc = &ps;
+  ps->id = s->id;
+  ps->kind = s->kind;
+  ps->severity = s->severity;
+  ps->verbosity = s->verbosity;
+  ps->color = s->color;
+  ps->line = s->line;
+  ps->name.ptr = s->name ? s->name : "";
+  ps->name.len = (uint32_t)(nl > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : nl);
+  if (fl > TMK_PROTO_MAX_STRING) { /* keep the end of an over-long path */
+    ps->file.ptr = s->file + (fl - TMK_PROTO_MAX_STRING);
+    fl = TMK_PROTO_MAX_STRING;
+  } else {
+    ps->file.ptr = s->file ? s->file : "";
+  }
+  ps->file.len = (uint32_t)fl;
+  emit(&r, NO_THREAD);
+}
+
+/* Writes the THREAD_NAME record of slot t. */
+static void emit_thread_name(const tmk__thread* t) {
+  rec r;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_THREAD_NAME;
+  r.thread = t->id;
+  r.u.thread_name.name.ptr = t->name;
+  r.u.thread_name.name.len = t->name_len;
   emit(&r, NO_THREAD);
 }
 
@@ -420,14 +396,14 @@ static void drain_thread(tmk__thread* t) {
     uint32_t words = (type == TMK__E_ZONE || type == TMK__E_PLOT_I || type == TMK__E_PLOT_D)
                          ? 4u
                          : TMK__E_WORDS(len);
+    /* entries of types 1..6 name a call site (registered on first use); thread names do not */
+    uint32_t id = type >= TMK__E_ZONE && type <= TMK__E_MESSAGE ? site_id(site) : 0;
     rec r;
     memset(&r, 0, sizeof r);
-    r.time = time;
     if (len > TMK_PROTO_MAX_STRING) len = TMK_PROTO_MAX_STRING;
     switch (type) {
       case TMK__E_ZONE: {
         tmk_proto_zone* z;
-        uint32_t id = site_id(site);
         if (g->batch_len == g->batch_cap) flush_batch(t->id);
         z = &g->batch[g->batch_len++];
         z->start = time;
@@ -438,29 +414,40 @@ static void drain_thread(tmk__thread* t) {
       }
       case TMK__E_FRAME:
         r.type = TMK_REC_FRAME;
-        r.site = site_id(site);
+        r.u.frame.site = id;
+        r.u.frame.time = time;
         emit(&r, t->id);
         break;
       case TMK__E_PLOT_I:
-      case TMK__E_PLOT_D:
+      case TMK__E_PLOT_D: {
+        uint64_t v = ring_word(t, tail + 3);
         r.type = TMK_REC_PLOT;
-        r.site = site_id(site);
-        r.aux = type == TMK__E_PLOT_D;
-        r.value = ring_word(t, tail + 3);
+        r.u.plot.site = id;
+        r.u.plot.time = time;
+        r.u.plot.is_double = type == TMK__E_PLOT_D;
+        r.u.plot.i = (int64_t)v;
+        memcpy(&r.u.plot.d, &v, sizeof v);
         emit(&r, t->id);
         break;
+      }
       case TMK__E_MARKER:
+        ring_get_bytes(t, tail + 3, text, len);
+        r.type = aux ? TMK_REC_MARKER_END : TMK_REC_MARKER_BEGIN;
+        r.u.marker.site = id;
+        r.u.marker.time = time;
+        r.u.marker.payload.ptr = (const char*)text;
+        r.u.marker.payload.len = len;
+        emit(&r, t->id);
+        break;
       case TMK__E_MESSAGE:
         ring_get_bytes(t, tail + 3, text, len);
-        r.type = type == TMK__E_MESSAGE ? TMK_REC_MESSAGE
-                                        : (aux ? TMK_REC_MARKER_END : TMK_REC_MARKER_BEGIN);
-        r.site = site_id(site);
-        r.data = text;
-        r.len = len;
-        if (type == TMK__E_MESSAGE) {
-          r.aux = site->severity;
-          r.value = site->verbosity;
-        }
+        r.type = TMK_REC_MESSAGE;
+        r.u.message.site = id;
+        r.u.message.severity = (uint8_t)site->severity;
+        r.u.message.verbosity = site->verbosity;
+        r.u.message.time = time;
+        r.u.message.text.ptr = (const char*)text;
+        r.u.message.text.len = len;
         emit(&r, t->id);
         break;
       case TMK__E_THREAD_NAME:
@@ -468,11 +455,7 @@ static void drain_thread(tmk__thread* t) {
         ring_get_bytes(t, tail + 3, t->name, len);
         t->name[len] = 0;
         t->name_len = len;
-        r.type = TMK_REC_THREAD_NAME;
-        r.aux = t->id;
-        r.data = t->name;
-        r.len = len;
-        emit(&r, NO_THREAD);
+        emit_thread_name(t);
         break;
       default: /* cannot happen: only this file's producers write rings */
         words = head - tail;
@@ -514,8 +497,8 @@ static void emit_drops(int all) {
       continue;
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_DROPS;
-    r.aux = (uint32_t)reason;
-    r.value = F->drops[reason];
+    r.u.drops.reason = (uint32_t)reason;
+    r.u.drops.count = F->drops[reason];
     F->drops_sent[reason] = F->drops[reason];
     emit(&r, NO_THREAD);
   }
@@ -529,13 +512,7 @@ static void emit_meta(void) {
   for (s = g->sites; s; s = s->next) emit_site(s);
   for (i = 0; i < tmk__g.nthreads; i++) {
     tmk__thread* t = tmk__slot(i);
-    if (!t->name_len) continue;
-    memset(&r, 0, sizeof r);
-    r.type = TMK_REC_THREAD_NAME;
-    r.aux = t->id;
-    r.data = t->name;
-    r.len = t->name_len;
-    emit(&r, NO_THREAD);
+    if (t->name_len) emit_thread_name(t);
   }
   for (i = 0; i < 32; i++) {
     const char* name = g->team_names[i] /* set under the lock */;
@@ -544,15 +521,15 @@ static void emit_meta(void) {
     len = strlen(name);
     memset(&r, 0, sizeof r);
     r.type = TMK_REC_TEAM_NAME;
-    r.aux = i;
-    r.data = name;
-    r.len = len > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : len;
+    r.u.team.bit = i;
+    r.u.team.name.ptr = name;
+    r.u.team.name.len = (uint32_t)(len > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : len);
     emit(&r, NO_THREAD);
   }
   memset(&r, 0, sizeof r);
   r.type = TMK_REC_CLOCK_SYNC;
-  r.time = tmk__now_ticks();
-  r.value = tmk_port_unix_ns();
+  r.u.clock.ticks = tmk__now_ticks();
+  r.u.clock.unix_ns = tmk_port_unix_ns();
   emit(&r, NO_THREAD);
   account_drops();
   emit_drops(1);
@@ -561,12 +538,12 @@ static void emit_meta(void) {
 /* Keeps the 64-bit view of a wrapping override clock and publishes its top bits. */
 static void update_clock_extension(void) {
   tmk__flusher* g = F;
-  uint64_t m, raw;
-  if (!tmk__g.clk_fn || !tmk__g.clk_bits) return;
-  m = (1ull << tmk__g.clk_bits) - 1;
-  raw = tmk__g.clk_fn(tmk__g.clk_user) & m;
-  g->clk_ext += (raw - (g->clk_ext & m)) & m;
-  tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)(g->clk_ext >> (tmk__g.clk_bits - 1)));
+  uint32_t bits = tmk__g.clk_bits, m; /* 8..32: the counter's width */
+  if (!tmk__g.clk_fn || !bits) return;
+  m = bits == 32 ? 0xFFFFFFFFu : (1u << bits) - 1u;
+  /* the ticks since the last look, modulo 2^bits: 32-bit arithmetic is enough */
+  g->clk_ext += ((uint32_t)tmk__g.clk_fn(tmk__g.clk_user) - (uint32_t)g->clk_ext) & m;
+  tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)tmk__shr64(g->clk_ext, bits - 1u));
 }
 
 /* ============================================================================================
@@ -623,7 +600,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
       g->last_welcome_ms = tmk__ms();
       if (!g->welcomed) {
         set_welcomed(g, 1);
-        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "telemark: relay %.*s welcomed session %016llx",
+        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "relay %.*s welcomed session %016llx",
                  (int)w.relay_version.len, w.relay_version.ptr,
                  (unsigned long long)g->session_id);
       }
@@ -634,7 +611,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
       if (tmk_proto_read_reject(r, &rj) == 0 && !g->rejected) {
         g->rejected = 1;
         tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR,
-                 "telemark: relay rejected this agent (reason %u): %.*s", (unsigned)rj.reason,
+                 "relay rejected this agent (reason %u): %.*s", (unsigned)rj.reason,
                  (int)rj.text.len, rj.text.ptr);
       }
       break;
@@ -648,7 +625,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
       g->control_applied++;
       tmk__apply_filter(c.severity, c.verbosity);
       tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO,
-               "telemark: relay set level %s, verbosity 0x%08x (change %u)",
+               "relay set level %s, verbosity 0x%08x (change %u)",
                tmk_proto_severity_name(c.severity), (unsigned)c.verbosity, (unsigned)c.seq);
       break;
     }
@@ -661,19 +638,21 @@ static void talk_to_relay(void) {
   tmk__flusher* g = F;
   const uint8_t* pkt = NULL;
   int i, n;
-  if (tmk__transport_tick(&g->tr, tmk__ms())) { /* a new connection may be a new relay */
+  /* a new TCP connection may be a new relay */
+  if (is_socket(g) && tmk__transport_tick(&g->tr, tmk__ms())) {
     set_welcomed(g, 0);
     g->force_meta = 1;
     tmk__send_hello();
   }
-  for (i = 0; i < 64 && (n = tmk__transport_recv(&g->tr, &pkt, tmk__ms())) > 0; i++)
+  /* only sockets receive (tmk__transport_recv): the callback and file transports are one-way */
+  for (i = 0; i < 64 && is_socket(g) && (n = tmk__transport_recv(&g->tr, &pkt, tmk__ms())) > 0;
+       i++)
     handle_packet(pkt, (size_t)n);
 }
 
 int tmk__flush_open(const tmk__flush_config* c) {
   tmk__flusher* g = F = (tmk__flusher*)c->state;
   const tmk_agent_desc* d = &tmk__g.desc;
-  uint32_t i;
   int rc;
   memset(g, 0, sizeof *g);
   if (strlen(d->relay_host) >= sizeof g->host) return TMK_EINVAL;
@@ -681,7 +660,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
   strncpy(g->program, d->program, sizeof g->program - 1);
   strncpy(g->build, d->build ? d->build : "", sizeof g->build - 1); /* length checked at init */
   strncpy(g->label, d->label ? d->label : "", sizeof g->label - 1);
-  for (i = 0; i < 32; i++) g->team_names[i] = d->team_names[i];
+  memcpy(g->team_names, d->team_names, sizeof g->team_names);
   g->session_id = c->session_id;
   g->max_packet = c->max_packet;
   g->lz4_state = c->lz4_state;
@@ -699,15 +678,12 @@ int tmk__flush_open(const tmk__flush_config* c) {
   g->batch = c->batch;
   g->batch_cap = c->batch_cap;
   g->force_meta = 1;
-  if (tmk__g.clk_fn && tmk__g.clk_bits) { /* seed the extension from the first reading */
-    g->clk_ext = tmk__g.clk_fn(tmk__g.clk_user) & ((1ull << tmk__g.clk_bits) - 1);
-    tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)(g->clk_ext >> (tmk__g.clk_bits - 1)));
-  }
+  update_clock_extension(); /* from clk_ext 0: seeds the extension with the first reading */
   ms_start(g);
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
   if (rc == 0)
-    tmk__agent_log(&d->logger, TMK_SEV_INFO, "telemark: session %016llx over %s%s%s",
+    tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %016llx over %s%s%s",
              (unsigned long long)g->session_id, tmk__transport_name(&g->tr),
              g->lz4_on ? ", lz4" : "", c->key ? ", keyed" : "");
   return rc;

@@ -2,6 +2,7 @@
  * tmk_logger. Used by every agent file; calls nothing of theirs. Formats by itself, not with
  * vsnprintf: a libc printf costs kilobytes on a board and drags malloc in (newlib's). */
 #include <stdarg.h>
+#include <string.h>
 
 #include "tmk_transport.h"
 
@@ -30,12 +31,14 @@ static void put_num(line* l, uint32_t v, unsigned base, unsigned width, char pad
   while (n) put(l, digits[--n]);
 }
 
-/* Supports %s, %.*s, %c, %d, %u, %x with a width and '0', and %llx (the only 64-bit form). */
+/* Writes "telemark: " and then `fmt` (without that prefix). Supports %s, %.*s, %c, %d, %u, %x with
+ * a width and '0', and %llx (the only 64-bit form). */
 void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
   line l;
   va_list ap;
   if (!logger || !logger->fn) return;
-  l.len = 0;
+  memcpy(l.buf, "telemark: ", 10); /* every line's prefix, kept once */
+  l.len = 10;
   va_start(ap, fmt);
   for (; *fmt; fmt++) {
     char pad = ' ';

@@ -31,7 +31,7 @@ static int open_file(tmk__transport* tr, const char* path) {
 #if TMK_PORT_HAS_FILES
   tr->file = tmk_port_file_create(path);
   if (!tr->file) {
-    tmk__agent_log(&tr->logger, TMK_SEV_ERROR, "telemark: cannot create %s", path);
+    tmk__agent_log(&tr->logger, TMK_SEV_ERROR, "cannot create %s", path);
     return TMK_EIO;
   }
   if (tmk_port_file_write(tr->file, "TMKFILE1", 8) < 0) {
@@ -42,7 +42,7 @@ static int open_file(tmk__transport* tr, const char* path) {
   return 0;
 #else
   (void)path;
-  tmk__agent_log(&tr->logger, TMK_SEV_ERROR, "telemark: this port has no files (file transport)");
+  tmk__agent_log(&tr->logger, TMK_SEV_ERROR, "this port has no files (file transport)");
   return TMK_ENOTSUP;
 #endif
 }
@@ -71,17 +71,17 @@ int tmk__transport_open(tmk__transport* tr, const tmk_agent_desc* desc, const ch
         return 0;
       }
       if (tr->kind == TMK_TRANSPORT_UDP) {
-        tmk__agent_log(&tr->logger, TMK_SEV_ERROR, "telemark: cannot open a UDP socket to %s:%u: %s",
+        tmk__agent_log(&tr->logger, TMK_SEV_ERROR, "cannot open a UDP socket to %s:%u: %s",
                  host, (unsigned)tr->port, tmk_strerror(rc));
         return rc;
       }
-      tmk__agent_log(&tr->logger, TMK_SEV_WARNING, "telemark: no UDP socket (%s); falling back to TCP",
+      tmk__agent_log(&tr->logger, TMK_SEV_WARNING, "no UDP socket (%s); falling back to TCP",
                tmk_strerror(rc));
       tr->kind = TMK_TRANSPORT_TCP;
       return 0;
 #else
       tmk__agent_log(&tr->logger, TMK_SEV_ERROR,
-               "telemark: this port has no sockets; use the callback or file transport");
+               "this port has no sockets; use the callback or file transport");
       return TMK_ENOTSUP;
 #endif
     }
@@ -110,7 +110,7 @@ void tmk__transport_close(tmk__transport* tr) {
 static void tcp_down(tmk__transport* tr, const char* why, uint64_t now_ms) {
   if (tr->tcp_state == 2)
     tmk__agent_log(&tr->logger, TMK_SEV_WARNING,
-             "telemark: TCP connection to %s:%u lost (%s); reconnecting", tr->host,
+             "TCP connection to %s:%u lost (%s); reconnecting", tr->host,
              (unsigned)tr->port, why);
   tmk_port_close(&tr->sock);
   tr->tcp_state = 0;
@@ -121,7 +121,7 @@ static void tcp_down(tmk__transport* tr, const char* why, uint64_t now_ms) {
 static int tcp_up(tmk__transport* tr) {
   tr->tcp_state = 2;
   tr->rx_len = tr->rx_off = tr->rx_skip = 0;
-  tmk__agent_log(&tr->logger, TMK_SEV_INFO, "telemark: connected to %s:%u over TCP", tr->host,
+  tmk__agent_log(&tr->logger, TMK_SEV_INFO, "connected to %s:%u over TCP", tr->host,
            (unsigned)tr->port);
   return 1;
 }

@@ -50,8 +50,8 @@ int tmk__transport_ready(const tmk__transport* tr);
 /* Returns "udp", "tcp", "callback" or "file" (for logs). */
 const char* tmk__transport_name(const tmk__transport* tr);
 
-/* tmk_log.c: formats a line for the game's logger (silent without one). (The relay has its own
- * tmk__log; the names differ so the two never meet.) */
+/* tmk_log.c: formats "telemark: " and fmt into a line for the game's logger (silent without
+ * one). (The relay has its own tmk__log; the names differ so the two never meet.) */
 void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
     __attribute__((format(printf, 3, 4)))

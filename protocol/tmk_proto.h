@@ -338,6 +338,12 @@ void tmk_proto_writer_reset(tmk_proto_writer* w);
 /* Returns 1 if nothing has been put since the last reset. */
 int tmk_proto_writer_empty(const tmk_proto_writer* w);
 
+/* Writes one record given in its decoded form (tmk_proto_next's output): any type but
+ * TMK_REC_ZONE (zones go through tmk_proto_put_zones). rec->thread is the named thread of a
+ * THREAD_NAME and is ignored otherwise (tmk_proto_put_thread switches threads). The puts below
+ * are this call for one type. Returns 0 or a negative TMK_E* code (TMK_EINVAL, TMK_ENOSPC,
+ * TMK_ESTATE). */
+int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* rec);
 /* Switches the thread that following zone/marker/frame/plot/message records belong to. */
 int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread);
 int tmk_proto_put_site(tmk_proto_writer* w, const tmk_proto_site* site);

@@ -31,6 +31,14 @@
 #define TMK__RARE static
 #endif
 
+/* TMK__SMALL marks a small helper that is plain static inline in a speed build and one called
+ * copy at -Os, where its inlined 64-bit arithmetic costs a small board more than the call. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE_SIZE__)
+#define TMK__SMALL static __attribute__((noinline, unused))
+#else
+#define TMK__SMALL static inline
+#endif
+
 /* ---- Record tags (§5, table) -------------------------------------------------------------- */
 #define TMK__TAG_SITE 0x01
 #define TMK__TAG_THREAD 0x02
@@ -62,7 +70,7 @@
 
 /* ---- Primitives (§3) ---------------------------------------------------------------------- */
 
-static inline unsigned tmk__varint_size(uint64_t v) {
+TMK__SMALL unsigned tmk__varint_size(uint64_t v) {
   unsigned n = 1;
   while (v >= 0x80) {
     v >>= 7;

@@ -83,7 +83,7 @@ static inline void tmk__learn(tmk_proto_slot (*t)[TMK_PROTO_PREDICT_SLOTS], unsi
 }
 
 /* Length in bits of v's code with parameter k. */
-static inline unsigned tmk__rice_bits(uint64_t v, unsigned k) {
+TMK__SMALL unsigned tmk__rice_bits(uint64_t v, unsigned k) {
   uint64_t q = v >> k;
   return q < TMK__RICE_ESC ? (unsigned)q + 1 + k : TMK__RICE_ESC + 6 + tmk__bitlen(v);
 }
@@ -179,6 +179,50 @@ typedef struct tmk__nout {
   uint32_t* state;
 } tmk__nout;
 
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE_SIZE__)
+/* -Os (a small board): the same bits, written in pieces of at most 16 with 32-bit arithmetic.
+ * Between calls fewer than 8 bits wait in acc, so acc | bits << pend fits 32 bits. (The host
+ * runs the protocol tests on an -Os build too: tests/proto, the "-small" tests.) */
+static __attribute__((noinline, unused)) void tmk__nout_bits(tmk__nout* o, uint32_t bits,
+                                                             unsigned n) { /* n <= 16 */
+  uint32_t acc = (uint32_t)o->acc | (bits << o->pend);
+  unsigned pend = o->pend + n;
+  uint8_t* front = o->front;
+  while (pend >= 8) {
+    *--front = (uint8_t)acc;
+    acc >>= 8;
+    pend -= 8;
+  }
+  o->acc = acc;
+  o->pend = pend;
+  o->front = front;
+}
+
+/* Appends the n low bits of v. */
+static void tmk__nout_low(tmk__nout* o, uint64_t v, unsigned n) {
+  while (n) {
+    unsigned m = n < 16 ? n : 16;
+    tmk__nout_bits(o, (uint32_t)v & ((1u << m) - 1u), m);
+    v >>= 16;
+    n -= m;
+  }
+}
+
+static __attribute__((noinline, unused)) void tmk__nout_num(tmk__nout* o, unsigned ctx,
+                                                            uint64_t v) {
+  unsigned k = tmk__rice_k(o->state[ctx]); /* <= 63 */
+  uint64_t q = v >> k;
+  if (q < TMK__RICE_ESC) { /* q ones, a zero, then the low k bits */
+    tmk__nout_bits(o, (1u << q) - 1u, (unsigned)q + 1u);
+  } else { /* the escape, the bit length - 1, then the bits */
+    k = tmk__bitlen(v);
+    tmk__nout_bits(o, (1u << TMK__RICE_ESC) - 1u, TMK__RICE_ESC);
+    tmk__nout_bits(o, k - 1u, 6);
+  }
+  tmk__nout_low(o, v, k);
+  o->state[ctx] = tmk__rice_update(o->state[ctx], v);
+}
+#else
 /* Works on locals: the byte stores could alias *o, which would reload it every byte. */
 TMK__HOT void tmk__nout_bits(tmk__nout* o, uint64_t bits, unsigned n) { /* n <= 56 */
   uint64_t acc = o->acc | (bits << o->pend);
@@ -214,5 +258,6 @@ TMK__HOT void tmk__nout_num(tmk__nout* o, unsigned ctx, uint64_t v) {
   }
   o->state[ctx] = tmk__rice_update(o->state[ctx], v);
 }
+#endif
 
 #endif /* TMK_PROTO_RICE_H */

@@ -147,129 +147,209 @@ int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread) {
   return 0;
 }
 
-int tmk_proto_put_site(tmk_proto_writer* w, const tmk_proto_site* s) {
+/* Every record but zones, in one function: one copy of the bounded-output, event-cursor and
+ * validation code, which is what a small board's image counts. A record that fails a check
+ * leaves the writer as it was: bytes written past a_end count only once committed. */
+int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
   tmk__ob o;
-  if (!s || s->id == 0 || s->kind >= TMK_SITE_KIND_COUNT || s->severity >= TMK_SEV_COUNT ||
-      s->color > 0xFFFFFF || s->name.len > TMK_PROTO_MAX_STRING ||
-      s->file.len > TMK_PROTO_MAX_STRING)
-    return TMK_EINVAL;
+  uint64_t time = 0;
+  const tmk_proto_str* str = NULL; /* a trailing string field (marker payloads are one too) */
+  int timed = 1, rc;
+  unsigned tag;
+  if (!w || !r) return TMK_EINVAL;
   tmk__w_open(w, &o);
-  tmk__ob_u8(&o, TMK__TAG_SITE);
-  tmk__ob_var(&o, s->id);
-  tmk__ob_var(&o, s->kind);
-  tmk__ob_var(&o, s->severity);
-  tmk__ob_var(&o, s->verbosity);
-  tmk__ob_var(&o, s->color);
-  tmk__ob_var(&o, s->line);
-  tmk__ob_str(&o, s->name.ptr, s->name.len);
-  tmk__ob_str(&o, s->file.ptr, s->file.len);
-  return tmk__w_commit(w, &o);
-}
-
-/* Event records share: tag, site, dt from the event cursor (§5.2). */
-static void tmk__w_event_start(tmk_proto_writer* w, tmk__ob* o, unsigned tag, uint32_t site,
-                               uint64_t time) {
-  uint64_t cursor = w->has_base ? w->event_cursor : time;
-  tmk__w_open(w, o);
-  tmk__ob_u8(o, tag);
-  tmk__ob_var(o, site);
-  tmk__ob_var(o, tmk__zz(time - cursor));
-}
-
-static int tmk__w_event_commit(tmk_proto_writer* w, tmk__ob* o, uint64_t time) {
-  int rc = tmk__w_commit(w, o);
-  if (rc) return rc;
-  tmk__w_base(w, time);
-  w->event_cursor = time;
+  switch (r->type) {
+    case TMK_REC_SITE: {
+      const tmk_proto_site* s = &r->u.site;
+      if (s->id == 0 || s->kind >= TMK_SITE_KIND_COUNT || s->severity >= TMK_SEV_COUNT ||
+          s->color > 0xFFFFFF || s->name.len > TMK_PROTO_MAX_STRING ||
+          s->file.len > TMK_PROTO_MAX_STRING)
+        return TMK_EINVAL;
+      tmk__ob_u8(&o, TMK__TAG_SITE);
+      tmk__ob_var(&o, s->id);
+      tmk__ob_var(&o, s->kind);
+      tmk__ob_var(&o, s->severity);
+      tmk__ob_var(&o, s->verbosity);
+      tmk__ob_var(&o, s->color);
+      tmk__ob_var(&o, s->line);
+      tmk__ob_str(&o, s->name.ptr, s->name.len);
+      str = &s->file;
+      timed = 0;
+      break;
+    }
+    case TMK_REC_MESSAGE:
+      if (r->u.message.severity >= TMK_SEV_COUNT) return TMK_EINVAL;
+      time = r->u.message.time;
+      tmk__ob_u8(&o, TMK__TAG_MESSAGE);
+      tmk__ob_var(&o, r->u.message.site);
+      tmk__ob_var(&o, r->u.message.severity);
+      tmk__ob_var(&o, r->u.message.verbosity);
+      tmk__ob_var(&o, tmk__zz(time - (w->has_base ? w->event_cursor : time)));
+      str = &r->u.message.text;
+      break;
+    case TMK_REC_THREAD_NAME:
+    case TMK_REC_TEAM_NAME:
+      if (r->type == TMK_REC_TEAM_NAME && r->u.team.bit >= TMK_PROTO_MAX_TEAMS) return TMK_EINVAL;
+      tmk__ob_u8(&o, r->type == TMK_REC_TEAM_NAME ? TMK__TAG_TEAM : TMK__TAG_THREAD_NAME);
+      tmk__ob_var(&o, r->type == TMK_REC_TEAM_NAME ? r->u.team.bit : r->thread);
+      str = r->type == TMK_REC_TEAM_NAME ? &r->u.team.name : &r->u.thread_name.name;
+      timed = 0;
+      break;
+    case TMK_REC_DROPS:
+    case TMK_REC_CLOCK_SYNC:
+      /* drops and clock_sync share the layout: two varints (§5.9, §5.10) */
+      tmk__ob_u8(&o, r->type == TMK_REC_DROPS ? TMK__TAG_DROPS : TMK__TAG_CLOCK);
+      tmk__ob_var(&o, r->type == TMK_REC_DROPS ? r->u.drops.reason : r->u.clock.ticks);
+      tmk__ob_var(&o, r->type == TMK_REC_DROPS ? r->u.drops.count : r->u.clock.unix_ns);
+      timed = 0;
+      break;
+    case TMK_REC_FRAME:
+    case TMK_REC_PLOT:
+    case TMK_REC_MARKER_BEGIN:
+    case TMK_REC_MARKER_END:
+      /* events: tag, site, dt from the event cursor (§5.2), then their value; frame, plot and
+       * marker share the layout of their site and time (tmk_proto_record's common start) */
+      if (r->type == TMK_REC_FRAME) {
+        tag = TMK__TAG_FRAME;
+      } else if (r->type == TMK_REC_PLOT) {
+        tag = r->u.plot.is_double ? TMK__TAG_PLOT_D : TMK__TAG_PLOT_I;
+      } else {
+        if (r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD) return TMK_EINVAL;
+        tag = r->type == TMK_REC_MARKER_END ? TMK__TAG_MARKER_END : TMK__TAG_MARKER_BEGIN;
+        str = &r->u.marker.payload;
+      }
+      time = r->u.frame.time;
+      tmk__ob_u8(&o, tag);
+      tmk__ob_var(&o, r->u.frame.site);
+      tmk__ob_var(&o, tmk__zz(time - (w->has_base ? w->event_cursor : time)));
+      if (tag == TMK__TAG_PLOT_I) {
+        tmk__ob_var(&o, tmk__zz((uint64_t)r->u.plot.i));
+      } else if (tag == TMK__TAG_PLOT_D) {
+        uint64_t bits;
+        memcpy(&bits, &r->u.plot.d, 8);
+        tmk__ob_u64(&o, bits, w->big_endian);
+      }
+      break;
+    default: return TMK_EINVAL;
+  }
+  if (str) {
+    if (str->len > TMK_PROTO_MAX_STRING || (str->len && !str->ptr)) return TMK_EINVAL;
+    tmk__ob_str(&o, str->len ? str->ptr : "", str->len);
+  }
+  if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
+  if (timed) {
+    tmk__w_base(w, time);
+    w->event_cursor = time;
+  }
   return 0;
+}
+
+int tmk_proto_put_site(tmk_proto_writer* w, const tmk_proto_site* s) {
+  tmk_proto_record r;
+  if (!s) return TMK_EINVAL;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_SITE;
+  r.u.site = *s;
+  return tmk_proto_put_record(w, &r);
 }
 
 int tmk_proto_put_marker(tmk_proto_writer* w, int is_end, uint32_t site, uint64_t time,
                          const void* payload, size_t payload_len) {
-  tmk__ob o;
-  if (payload_len > TMK_PROTO_MAX_PAYLOAD || (payload_len && !payload)) return TMK_EINVAL;
-  tmk__w_event_start(w, &o, is_end ? TMK__TAG_MARKER_END : TMK__TAG_MARKER_BEGIN, site, time);
-  tmk__ob_var(&o, payload_len);
-  tmk__ob_bytes(&o, payload, payload_len);
-  return tmk__w_event_commit(w, &o, time);
+  tmk_proto_record r;
+  if (payload_len > TMK_PROTO_MAX_PAYLOAD) return TMK_EINVAL;
+  memset(&r, 0, sizeof r);
+  r.type = is_end ? TMK_REC_MARKER_END : TMK_REC_MARKER_BEGIN;
+  r.u.marker.site = site;
+  r.u.marker.time = time;
+  r.u.marker.payload.ptr = (const char*)payload;
+  r.u.marker.payload.len = (uint32_t)payload_len;
+  return tmk_proto_put_record(w, &r);
 }
 
 int tmk_proto_put_frame(tmk_proto_writer* w, uint32_t site, uint64_t time) {
-  tmk__ob o;
-  tmk__w_event_start(w, &o, TMK__TAG_FRAME, site, time);
-  return tmk__w_event_commit(w, &o, time);
+  tmk_proto_record r;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_FRAME;
+  r.u.frame.site = site;
+  r.u.frame.time = time;
+  return tmk_proto_put_record(w, &r);
 }
 
 int tmk_proto_put_plot_i(tmk_proto_writer* w, uint32_t site, uint64_t time, int64_t value) {
-  tmk__ob o;
-  tmk__w_event_start(w, &o, TMK__TAG_PLOT_I, site, time);
-  tmk__ob_var(&o, tmk__zz((uint64_t)value));
-  return tmk__w_event_commit(w, &o, time);
+  tmk_proto_record r;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_PLOT;
+  r.u.plot.site = site;
+  r.u.plot.time = time;
+  r.u.plot.i = value;
+  return tmk_proto_put_record(w, &r);
 }
 
 int tmk_proto_put_plot_d(tmk_proto_writer* w, uint32_t site, uint64_t time, double value) {
-  tmk__ob o;
-  uint64_t bits;
-  memcpy(&bits, &value, 8);
-  tmk__w_event_start(w, &o, TMK__TAG_PLOT_D, site, time);
-  tmk__ob_u64(&o, bits, w->big_endian);
-  return tmk__w_event_commit(w, &o, time);
+  tmk_proto_record r;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_PLOT;
+  r.u.plot.site = site;
+  r.u.plot.time = time;
+  r.u.plot.is_double = 1;
+  r.u.plot.d = value;
+  return tmk_proto_put_record(w, &r);
 }
 
 int tmk_proto_put_message(tmk_proto_writer* w, uint32_t site, uint8_t severity,
                           uint32_t verbosity, uint64_t time, const char* text, size_t len) {
-  tmk__ob o;
-  uint64_t cursor = w->has_base ? w->event_cursor : time;
-  if (severity >= TMK_SEV_COUNT || len > TMK_PROTO_MAX_STRING || (len && !text))
-    return TMK_EINVAL;
-  tmk__w_open(w, &o);
-  tmk__ob_u8(&o, TMK__TAG_MESSAGE);
-  tmk__ob_var(&o, site);
-  tmk__ob_var(&o, severity);
-  tmk__ob_var(&o, verbosity);
-  tmk__ob_var(&o, tmk__zz(time - cursor));
-  tmk__ob_str(&o, text, len);
-  return tmk__w_event_commit(w, &o, time);
+  tmk_proto_record r;
+  if (len > TMK_PROTO_MAX_STRING) return TMK_EINVAL;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_MESSAGE;
+  r.u.message.site = site;
+  r.u.message.severity = severity;
+  r.u.message.verbosity = verbosity;
+  r.u.message.time = time;
+  r.u.message.text.ptr = text;
+  r.u.message.text.len = (uint32_t)len;
+  return tmk_proto_put_record(w, &r);
 }
 
 int tmk_proto_put_thread_name(tmk_proto_writer* w, uint32_t thread, const char* name,
                               size_t len) {
-  tmk__ob o;
-  if (len > TMK_PROTO_MAX_STRING || (len && !name)) return TMK_EINVAL;
-  tmk__w_open(w, &o);
-  tmk__ob_u8(&o, TMK__TAG_THREAD_NAME);
-  tmk__ob_var(&o, thread);
-  tmk__ob_str(&o, name, len);
-  return tmk__w_commit(w, &o);
+  tmk_proto_record r;
+  if (len > TMK_PROTO_MAX_STRING) return TMK_EINVAL;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_THREAD_NAME;
+  r.thread = thread;
+  r.u.thread_name.name.ptr = name;
+  r.u.thread_name.name.len = (uint32_t)len;
+  return tmk_proto_put_record(w, &r);
 }
 
 int tmk_proto_put_drops(tmk_proto_writer* w, uint32_t reason, uint64_t count) {
-  tmk__ob o;
-  tmk__w_open(w, &o);
-  tmk__ob_u8(&o, TMK__TAG_DROPS);
-  tmk__ob_var(&o, reason);
-  tmk__ob_var(&o, count);
-  return tmk__w_commit(w, &o);
+  tmk_proto_record r;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_DROPS;
+  r.u.drops.reason = reason;
+  r.u.drops.count = count;
+  return tmk_proto_put_record(w, &r);
 }
 
 int tmk_proto_put_clock(tmk_proto_writer* w, uint64_t ticks, uint64_t unix_ns) {
-  tmk__ob o;
-  tmk__w_open(w, &o);
-  tmk__ob_u8(&o, TMK__TAG_CLOCK);
-  tmk__ob_var(&o, ticks);
-  tmk__ob_var(&o, unix_ns);
-  return tmk__w_commit(w, &o);
+  tmk_proto_record r;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_CLOCK_SYNC;
+  r.u.clock.ticks = ticks;
+  r.u.clock.unix_ns = unix_ns;
+  return tmk_proto_put_record(w, &r);
 }
 
 int tmk_proto_put_team(tmk_proto_writer* w, uint32_t bit, const char* name, size_t len) {
-  tmk__ob o;
-  if (bit >= TMK_PROTO_MAX_TEAMS || len > TMK_PROTO_MAX_STRING || (len && !name))
-    return TMK_EINVAL;
-  tmk__w_open(w, &o);
-  tmk__ob_u8(&o, TMK__TAG_TEAM);
-  tmk__ob_var(&o, bit);
-  tmk__ob_str(&o, name, len);
-  return tmk__w_commit(w, &o);
+  tmk_proto_record r;
+  if (len > TMK_PROTO_MAX_STRING) return TMK_EINVAL;
+  memset(&r, 0, sizeof r);
+  r.type = TMK_REC_TEAM_NAME;
+  r.u.team.bit = bit;
+  r.u.team.name.ptr = name;
+  r.u.team.name.len = (uint32_t)len;
+  return tmk_proto_put_record(w, &r);
 }
 
 /* =============================================================================================
@@ -278,7 +358,7 @@ int tmk_proto_put_team(tmk_proto_writer* w, uint32_t bit, const char* name, size
 
 /* Does zone `z` lie inside [cursor, end], measured from `cursor` modulo 2^64 (both its start
  * and its end, and neither more than 2^63 ticks after `cursor`)? */
-static int tmk__inside(uint64_t cursor, uint64_t end, const tmk_proto_zone* z) {
+TMK__SMALL int tmk__inside(uint64_t cursor, uint64_t end, const tmk_proto_zone* z) {
   uint64_t gap = z->start - cursor;
   uint64_t room = end - cursor;
   return gap < TMK__HALF && room < TMK__HALF && gap <= room && z->duration <= room - gap;
