@@ -9,8 +9,13 @@
 /* ---------------------------------------------------------------------------------------------
  * Layout
  * ------------------------------------------------------------------------------------------- */
-#define ZONES_PER_CHUNK 1024  /* a series' chunks grow from MIN_ZONES_PER_CHUNK by doubling */
+/* A series' zone chunks grow from MIN_ZONES_PER_CHUNK zones by doubling up to ZONE_CHUNK_CAP
+ * bytes of zones (1014), which with the chunk header is a slab block (relay_slab.c). */
+#define ZONE_CHUNK_CAP ((TMK__SLAB_BLOCK - (uint32_t)sizeof(chunk)) & ~(uint32_t)(sizeof(zrec) - 1))
 #define MIN_ZONES_PER_CHUNK 16 /* (sparse zones, 2^33 ticks apart, each need a chunk) */
+/* Stores with at least this budget take their full zone chunks from slabs: a slab's unused
+ * rest (< 512 KiB, not counted in the budget) is small beside it. */
+#define SLAB_MIN_BUDGET ((size_t)64 << 20)
 #define EVENT_CHUNK_BYTES 8192
 #define MIN_EVENT_CHUNK_BYTES 1536 /* holds the largest event (a 1024-byte message) */
 #define MAX_THREADS 4096
@@ -60,6 +65,7 @@ struct chunk {
   uint64_t tmin, tmax;
   uint32_t count, used, cap;
   uint32_t kind;
+  tmk__slab* slab; /* the slab holding it, NULL when malloc'd */
   _Alignas(8) uint8_t data[];
 };
 
@@ -87,6 +93,7 @@ typedef struct site {
 
 struct tmk__store {
   size_t budget, mem;
+  tmk__slabs slabs;
   uint64_t freq;
   chunk* ghead;
   chunk* gtail;
@@ -136,10 +143,11 @@ static void free_chunks(tmk__store* st) {
   chunk* c = st->ghead;
   while (c) {
     chunk* n = c->gnext;
-    free(c);
+    if (!c->slab) free(c);
     c = n;
   }
   st->ghead = st->gtail = NULL;
+  tmk__slab_free_all(&st->slabs);
 }
 
 void tmk__store_free(tmk__store* st) {
@@ -334,7 +342,8 @@ static int evict_one(tmk__store* st) {
   }
   st->evicted += c->count;
   st->mem -= chunk_size(c);
-  free(c);
+  if (c->slab) tmk__slab_free(&st->slabs, c->slab);
+  else free(c);
   return 1;
 }
 
@@ -350,9 +359,14 @@ static int make_room(tmk__store* st, size_t need) {
 static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, uint64_t base) {
   size_t need = sizeof(chunk) + cap;
   make_room(st, need); /* a chunk is always allowed: it is what eviction frees next */
-  chunk* c = malloc(need);
+  tmk__slab* from = NULL;
+  chunk* c = NULL;
+  if (kind == CK_ZONES && cap == ZONE_CHUNK_CAP && st->budget >= SLAB_MIN_BUDGET)
+    c = tmk__slab_alloc(&st->slabs, need, &from);
+  if (!c) c = malloc(need);
   if (!c) return NULL;
   memset(c, 0, sizeof *c);
+  c->slab = from;
   series* s = kind == CK_ZONES ? &t->zones : &t->events;
   c->owner = (uint32_t)(t - st->threads);
   c->serial = ++st->next_serial;
@@ -464,13 +478,13 @@ int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* 
  * Appending
  * ------------------------------------------------------------------------------------------- */
 /* Starts t's next zone chunk at time `start`. A series that fills its chunks gets bigger ones
- * (doubling up to ZONES_PER_CHUNK); one that starts chunks because its zones are far apart in
+ * (doubling up to ZONE_CHUNK_CAP bytes); one that starts chunks because its zones are far apart in
  * time keeps them small (16 zones, 320 bytes). Returns NULL when out of memory. */
 static chunk* next_zone_chunk(tmk__store* st, thread* t, uint64_t start) {
   chunk* c = t->zones.tail;
   uint32_t cap = MIN_ZONES_PER_CHUNK * sizeof(zrec);
   if (c && c->count * sizeof(zrec) == c->cap)
-    cap = c->cap * 2 > ZONES_PER_CHUNK * sizeof(zrec) ? ZONES_PER_CHUNK * sizeof(zrec) : c->cap * 2;
+    cap = c->cap * 2 > ZONE_CHUNK_CAP ? ZONE_CHUNK_CAP : c->cap * 2;
   return new_chunk(st, t, CK_ZONES, cap, start);
 }
 
