@@ -386,22 +386,29 @@ static inline uint64_t tmk__load_back8(const uint8_t* q) {
 #endif
 }
 
+/* The stream's last 7 bytes, one at a time. */
+TMK__COLD void tmk__zb_refill_tail(tmk__zb* b) {
+  while (b->nbits <= 56 && b->q > b->lim) {
+    b->acc |= (uint64_t)*--b->q << b->nbits;
+    b->nbits += 8;
+  }
+}
+
 TMK__HOT void tmk__zb_refill(tmk__zb* b) {
   if (b->nbits >= 56) return;
   if (b->q - b->lim >= 8) {
     b->acc |= tmk__load_back8(b->q) << b->nbits;
     b->q -= (63 - b->nbits) >> 3; /* whole bytes that fit: nbits becomes 56..63 */
     b->nbits |= 56;
-  } else {
-    while (b->nbits <= 56 && b->q > b->lim) {
-      b->acc |= (uint64_t)*--b->q << b->nbits;
-      b->nbits += 8;
-    }
+  } else { /* through a copy, so that b itself never escapes and stays in registers */
+    tmk__zb t = *b;
+    tmk__zb_refill_tail(&t);
+    *b = t;
   }
 }
 
 /* A number the inline path does not take, read by the reference reader. */
-TMK__RARE uint64_t tmk__zb_slow(tmk__zb* b, uint32_t* nstate, unsigned ctx) {
+TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, uint32_t* nstate, unsigned ctx) {
   tmk__in in;
   uint64_t v;
   in.p = in.end = b->lim;
@@ -469,14 +476,16 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
   const uint8_t* end;
   tmk__zb b;
   uint32_t ns[TMK_PROTO_NUM_CONTEXTS];
-  uint64_t cursor;
-  uint32_t root, nopen;
-  size_t n = 0;
+  uint64_t cursor, depth; /* depth: the root depth plus the open zones */
+  uint32_t nopen;
+  tmk_proto_zone* o = out;
+  tmk_proto_zone* oend;
   unsigned i;
   if (!r || !thread || (!out && cap)) return TMK_EINVAL;
   if (r->done < 0) return r->done;
   if (r->hdr.type != TMK_PKT_DATA) return tmk__fail(r, TMK_ETYPE);
   if (cap > 0x7FFFFFFF) cap = 0x7FFFFFFF; /* the count is returned as an int */
+  oend = out + cap;
   *thread = r->thread;
   p = r->p;
   end = r->end;
@@ -487,15 +496,15 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
   b.err = 0;
   for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) ns[i] = r->nstate[i];
   cursor = r->zone_cursor;
-  root = r->root_depth;
   nopen = r->nopen;
-  while (n < cap && p < end) {
+  depth = (uint64_t)r->root_depth + nopen;
+  while (o < oend && p < end) {
     unsigned tag = *p;
     uint64_t gap, start, v;
     uint32_t site;
     tmk_proto_slot* sl;
     if (tag >= TMK__TAG_LEAF_SHORT || tag == TMK__TAG_LEAF) { /* LEAF (§5.3) */
-      uint64_t depth = (uint64_t)root + nopen, dur;
+      uint64_t dur;
       p++;
       if (tag >= TMK__TAG_LEAF_SHORT) {
         site = tag - TMK__TAG_LEAF_SHORT + 1;
@@ -523,11 +532,11 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
       sl->used = 1;
       sl->duration = dur;
       cursor = start + dur;
-      out[n].start = start;
-      out[n].duration = dur;
-      out[n].site = site;
-      out[n].depth = (uint32_t)depth;
-      n++;
+      o->start = start;
+      o->duration = dur;
+      o->site = site;
+      o->depth = (uint32_t)depth;
+      o++;
     } else if (tag == TMK__TAG_CLOSE) {
       uint64_t tail, end_t;
       p++;
@@ -550,14 +559,14 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
       sl->duration = tail;
       end_t = cursor + tail;
       nopen--;
-      out[n].start = r->open[nopen].start;
-      out[n].duration = end_t - r->open[nopen].start;
-      out[n].site = site;
-      out[n].depth = root + nopen;
-      n++;
+      depth--;
+      o->start = r->open[nopen].start;
+      o->duration = end_t - r->open[nopen].start;
+      o->site = site;
+      o->depth = (uint32_t)depth;
+      o++;
       cursor = end_t;
     } else if (tag >= TMK__TAG_OPEN_SHORT || tag == TMK__TAG_OPEN) { /* OPEN */
-      uint64_t depth = (uint64_t)root + nopen;
       p++;
       if (tag >= TMK__TAG_OPEN_SHORT) {
         site = tag - TMK__TAG_OPEN_SHORT + 1;
@@ -580,17 +589,18 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
       r->open[nopen].start = cursor;
       r->open[nopen].site = site;
       nopen++;
+      depth++;
     } else if (tag == TMK__TAG_AT) {
-      uint64_t depth, delta;
+      uint64_t root, delta;
       p++;
-      if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &depth)) != 0 ||
+      if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &root)) != 0 ||
           (b.err = tmk__zb_var(&p, end, UINT64_MAX, &delta)) != 0)
         break;
       if (nopen) {
         b.err = TMK_ENEST;
         break;
       }
-      root = (uint32_t)depth;
+      depth = root; /* nothing is open */
       cursor += tmk__unzz(delta);
     } else {
       break; /* not a zone event: tmk_proto_next's */
@@ -600,7 +610,7 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
     /* the zones before the failure are handed out as tmk_proto_next would, the failure on
      * the next call */
     r->done = b.err;
-    return n ? (int)n : b.err;
+    return o > out ? (int)(o - out) : b.err;
   }
   r->p = p;
   r->q = b.q;
@@ -608,9 +618,9 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
   r->nbits = b.nbits;
   for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) r->nstate[i] = ns[i];
   r->zone_cursor = cursor;
-  r->root_depth = root;
+  r->root_depth = (uint32_t)(depth - nopen);
   r->nopen = nopen;
-  return (int)n;
+  return (int)(o - out);
 }
 
 /* =============================================================================================

@@ -521,6 +521,21 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   return 0;
 }
 
+/* A stored zone to the live ring and the history sink, when either is there. */
+static void follow_zone(tmk__store* st, const thread* t, const tmk_proto_zone* q, uint64_t dur) {
+  if (st->ring) live_zone(st, t->id, q->start, dur, q->site, q->depth, 0);
+  if (st->tap.zone) { /* history sink: the same zone as stored */
+    tmk_relay_zone tz;
+    tz.start_ns = to_ns(st, q->start);
+    tz.dur_ns = to_ns(st, q->start + dur) - tz.start_ns;
+    tz.thread = t->id;
+    tz.site = q->site;
+    tz.depth = q->depth;
+    tz.flags = 0;
+    st->tap.zone(st->tap.ud, &tz);
+  }
+}
+
 /* Stores n decoded zones of thread t: the chunk's bookkeeping (count, time range, the store's
  * time range and zone count) is updated once per chunk, not once per zone. Returns 0 or
  * TMK_ENOMEM. */
@@ -538,32 +553,28 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
       if (!c) return TMK_ENOMEM;
     }
     zrec* z = (zrec*)(void*)c->data + c->count;
+    /* In locals: the byte-wide stores below may alias anything, which would reload these from
+     * memory every zone. */
+    const uint64_t base = c->base;
+    const int follow = st->ring || st->tap.zone;
     uint64_t lo = c->tmin, hi = c->tmax;
     uint32_t k = 0, room = (uint32_t)(c->cap / sizeof(zrec)) - c->count;
     for (; k < room && i < n; k++, i++) {
       const tmk_proto_zone* q = &zs[i];
-      uint64_t dur = q->duration;
-      if (k && !fits_off(q->start, c->base)) break; /* the first one fits: checked above */
+      uint64_t start = q->start, dur = q->duration, off = start - base;
+      if (off + 0x80000000ull > 0xFFFFFFFFull) break; /* fits_off: else a new chunk */
       if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-      z[k].start_off = (int32_t)(int64_t)(q->start - c->base);
-      z[k].dur_lo = (uint32_t)dur;
-      z[k].dur_hi = (uint16_t)(dur >> 32);
-      z[k].site = q->site;
-      z[k].depth = (uint8_t)(q->depth > 255 ? 255 : q->depth);
-      z[k].flags = 0;
-      if (q->start < lo) lo = q->start;
-      if (q->start + dur > hi) hi = q->start + dur;
-      if (st->ring) live_zone(st, t->id, q->start, dur, q->site, q->depth, 0);
-      if (st->tap.zone) { /* history sink: the same zone as stored */
-        tmk_relay_zone tz;
-        tz.start_ns = to_ns(st, q->start);
-        tz.dur_ns = to_ns(st, q->start + dur) - tz.start_ns;
-        tz.thread = t->id;
-        tz.site = q->site;
-        tz.depth = q->depth;
-        tz.flags = 0;
-        st->tap.zone(st->tap.ud, &tz);
-      }
+      zrec r;
+      r.start_off = (int32_t)(int64_t)off;
+      r.dur_lo = (uint32_t)dur;
+      r.dur_hi = (uint16_t)(dur >> 32);
+      r.site = q->site;
+      r.depth = (uint8_t)(q->depth > 255 ? 255 : q->depth);
+      r.flags = 0;
+      z[k] = r;
+      if (start < lo) lo = start;
+      if (start + dur > hi) hi = start + dur;
+      if (follow) follow_zone(st, t, q, dur);
     }
     c->count += k;
     c->tmin = lo;
