@@ -13,9 +13,11 @@
  * bytes of zones (1014), which with the chunk header is a slab block (relay_slab.c). */
 #define ZONE_CHUNK_CAP ((TMK__SLAB_BLOCK - (uint32_t)sizeof(chunk)) & ~(uint32_t)(sizeof(zrec) - 1))
 #define MIN_ZONES_PER_CHUNK 16 /* (sparse zones, 2^33 ticks apart, each need a chunk) */
-/* Stores with at least this budget take their full zone chunks from slabs: a slab's unused
- * rest (< 512 KiB, not counted in the budget) is small beside it. */
+/* Stores with at least this budget that already hold SLAB_AFTER bytes take their full zone
+ * chunks from slabs. A slab's unused rest (< 2 MiB, not counted in the budget) is then at most
+ * as much again as the store holds, and small beside a busy store. */
 #define SLAB_MIN_BUDGET ((size_t)64 << 20)
+#define SLAB_AFTER ((size_t)2 << 20)
 #define EVENT_CHUNK_BYTES 8192
 #define MIN_EVENT_CHUNK_BYTES 1536 /* holds the largest event (a 1024-byte message) */
 #define MAX_THREADS 4096
@@ -361,7 +363,8 @@ static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, 
   make_room(st, need); /* a chunk is always allowed: it is what eviction frees next */
   tmk__slab* from = NULL;
   chunk* c = NULL;
-  if (kind == CK_ZONES && cap == ZONE_CHUNK_CAP && st->budget >= SLAB_MIN_BUDGET)
+  if (kind == CK_ZONES && cap == ZONE_CHUNK_CAP && st->budget >= SLAB_MIN_BUDGET &&
+      st->mem >= SLAB_AFTER)
     c = tmk__slab_alloc(&st->slabs, need, &from);
   if (!c) c = malloc(need);
   if (!c) return NULL;
