@@ -124,8 +124,8 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
  * one owner (a store) that holds its session's lock.
  * ============================================================================================= */
 
-#define TMK__SLAB_BYTES (2048u << 10) /* a power of two: slabs are aligned to their size */
-/* A full zone chunk, header included, so that 128 fill a slab (each block is rounded up to 64
+#define TMK__SLAB_BYTES (512u << 10)
+/* A full zone chunk, header included, so that 32 fill a slab (each block is rounded up to 64
  * bytes and the slab keeps 64 for its header). */
 #define TMK__SLAB_BLOCK 16320u
 

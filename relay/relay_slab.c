@@ -1,9 +1,10 @@
-/* relay_slab.c — memory for the store's full zone chunks: 2 MiB slabs, aligned so that the kernel
- * can back each with one huge page (MADV_HUGEPAGE) and faulted in with one call where it can
- * (MADV_POPULATE_WRITE), so that a session storing zones fast does not take a page fault every
- * 256 zones; a slab goes back to the kernel when its last chunk is freed (the store evicts
- * oldest first, so slabs empty in order). */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, madvise */
+/* relay_slab.c — memory for the store's full zone chunks: slabs of TMK__SLAB_BYTES faulted in by
+ * the kernel in one call where it can (MAP_POPULATE), so that a session storing zones fast does
+ * not take a page fault every 256 zones; a slab goes back to the kernel when its last chunk is
+ * freed (the store evicts oldest first, so slabs empty in order). Huge pages (MADV_HUGEPAGE on
+ * aligned slabs) were tried: faster in process on a quiet machine, but slower in the relay
+ * under load (clearing 2 MiB pages, compaction), so they are not used. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE */
 #include <stdint.h>
 #include <sys/mman.h>
 
@@ -22,23 +23,15 @@ struct tmk__slab {
 
 #define SLAB_HEADER ((sizeof(tmk__slab) + 63) & ~(size_t)63)
 
-/* A new slab, or NULL. Without the madvise calls (another system, an older kernel) its pages
- * are faulted in as they are first written, as malloc'd memory would be. */
+#ifndef MAP_POPULATE
+#define MAP_POPULATE 0 /* another system: pages are faulted in as they are first written */
+#endif
+
+/* A new slab, or NULL. */
 static tmk__slab* slab_map(void) {
-  uint8_t* raw = mmap(NULL, 2 * (size_t)TMK__SLAB_BYTES, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return NULL;
-  uint8_t* m = (uint8_t*)(((uintptr_t)raw + TMK__SLAB_BYTES - 1) & ~(uintptr_t)(TMK__SLAB_BYTES - 1));
-  uint8_t* rend = raw + 2 * (size_t)TMK__SLAB_BYTES;
-  if (m > raw) munmap(raw, (size_t)(m - raw));
-  if (m + TMK__SLAB_BYTES < rend) munmap(m + TMK__SLAB_BYTES, (size_t)(rend - (m + TMK__SLAB_BYTES)));
-#ifdef MADV_HUGEPAGE
-  madvise(m, TMK__SLAB_BYTES, MADV_HUGEPAGE);
-#endif
-#ifdef MADV_POPULATE_WRITE
-  madvise(m, TMK__SLAB_BYTES, MADV_POPULATE_WRITE);
-#endif
-  return (tmk__slab*)(void*)m;
+  void* m = mmap(NULL, TMK__SLAB_BYTES, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  return m == MAP_FAILED ? NULL : (tmk__slab*)m;
 }
 
 static void slab_release(tmk__slabs* sl, tmk__slab* s) {

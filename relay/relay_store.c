@@ -14,10 +14,10 @@
 #define ZONE_CHUNK_CAP ((TMK__SLAB_BLOCK - (uint32_t)sizeof(chunk)) & ~(uint32_t)(sizeof(zrec) - 1))
 #define MIN_ZONES_PER_CHUNK 16 /* (sparse zones, 2^33 ticks apart, each need a chunk) */
 /* Stores with at least this budget that already hold SLAB_AFTER bytes take their full zone
- * chunks from slabs. A slab's unused rest (< 2 MiB, not counted in the budget) is then at most
- * as much again as the store holds, and small beside a busy store. */
+ * chunks from slabs. A slab's unused rest (< 512 KiB, not counted in the budget) is then at
+ * most half what the store holds, and small beside a busy store. */
 #define SLAB_MIN_BUDGET ((size_t)64 << 20)
-#define SLAB_AFTER ((size_t)2 << 20)
+#define SLAB_AFTER ((size_t)1 << 20)
 #define EVENT_CHUNK_BYTES 8192
 #define MIN_EVENT_CHUNK_BYTES 1536 /* holds the largest event (a 1024-byte message) */
 #define MAX_THREADS 4096
