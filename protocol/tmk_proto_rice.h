@@ -14,10 +14,7 @@
 
 /* Bit length of v (0 for 0), and the number of trailing one bits of v capped at `cap`. */
 #if defined(__GNUC__) || defined(__clang__)
-/* No branch on v == 0: a 0 is common (a duration exactly as predicted) and unpredictable. */
-static inline unsigned tmk__bitlen(uint64_t v) {
-  return 64u - (unsigned)__builtin_clzll(v | 1) - (unsigned)(v == 0);
-}
+static inline unsigned tmk__bitlen(uint64_t v) { return v ? 64u - (unsigned)__builtin_clzll(v) : 0; }
 static inline unsigned tmk__ones(uint64_t v, unsigned cap) {
   return (unsigned)__builtin_ctzll(~v | (1ull << cap));
 }
@@ -45,11 +42,9 @@ static inline unsigned tmk__rice_k(uint32_t state) {
 }
 
 static inline uint32_t tmk__rice_update(uint32_t state, uint64_t v) {
-  /* While the state is 0 (no non-zero number yet), a number sets it outright; a 0 leaves it 0.
-   * Both are computed and one picked, without a branch (see tmk__bitlen). */
-  unsigned len = tmk__bitlen(v);
-  uint32_t warm = state - (state >> 3) + 2u * len, cold = 16u * len;
-  return state ? warm : cold;
+  /* While the state is 0 (no non-zero number yet), a number sets it outright; a 0 leaves it 0. */
+  if (state == 0) return 16u * tmk__bitlen(v);
+  return state - (state >> 3) + 2u * tmk__bitlen(v);
 }
 
 static inline void tmk__nstate_init(uint32_t* s) {
