@@ -144,7 +144,8 @@ void tmk__slab_free_all(tmk__slabs* sl);
 
 /* =============================================================================================
  * Session store (relay_store.c)
- * Decodes DATA packets (tmk_proto_open/next) into chunked per-thread series of zones and events,
+ * Decodes DATA packets (tmk_proto_open, tmk_proto_next_zones for runs of zones, tmk_proto_next
+ * for the rest) into chunked per-thread series of zones and events (full zone chunks from slabs),
  * with site/thread/team tables, a memory budget (oldest chunks evicted first, counted) and the
  * live broadcast ring. Not thread-safe by itself: callers hold the session's lock.
  * ============================================================================================= */
