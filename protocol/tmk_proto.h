@@ -290,6 +290,17 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
  * (§5): records handed out before a failure come from a packet that must be dropped. */
 int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec);
 
+/* The batched zone decoder: the same zones tmk_proto_next would return, in the same order, with
+ * the same errors, but a run at a time into a plain array (the relay's ingest path). Decodes the
+ * zone events (§5.3: LEAF, OPEN, CLOSE, AT) that come next, stopping before the first record
+ * that is not one (THREAD included) and at the end of the body, or when `cap` zones are out.
+ * Every zone returned belongs to the thread stored in *thread. Returns the number of zones
+ * (0: the next record is not a zone, or cap is 0: call tmk_proto_next for it), or a negative
+ * TMK_E* code (the reader then stays failed, as with tmk_proto_next; zones decoded before the
+ * failure are returned first, the code on the next call). Both calls may be mixed freely on
+ * one reader. */
+int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, uint32_t* thread);
+
 /* Decode the body of an opened HELLO / WELCOME / REJECT / CONTROL packet.
  * Return 0 or a negative TMK_E* code (TMK_ETYPE if the packet is of another type). */
 int tmk_proto_read_hello(tmk_proto_reader* r, tmk_proto_hello* out);

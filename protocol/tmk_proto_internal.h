@@ -19,6 +19,12 @@
  * headers are plain static inline. TMK__RARE marks a helper off the common path whose inlining
  * is left to the compiler (an inline hint there makes the decoder's hot loop slower); `unused`
  * because a header function need not be used by every file that includes it. */
+/* TMK__COLD: a helper that must stay out of line, so that the hot loop calling it stays small. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TMK__COLD static __attribute__((noinline, cold, unused))
+#else
+#define TMK__COLD static
+#endif
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE_SIZE__)
 /* -Os (a small board): one copy of each, called. */
 #define TMK__HOT static __attribute__((noinline, unused))

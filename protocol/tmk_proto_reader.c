@@ -351,6 +351,280 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
 }
 
 /* =============================================================================================
+ * Batched zones (§5.3): tmk_proto_next's zone events in one loop whose state stays in locals, and
+ * a bit reader that takes 8 bytes at a time. Only the common codes are read here; escapes, codes
+ * longer than what is buffered and the stream's last bytes go through the reference reader
+ * (tmk__in_num), so both paths fail alike. tests/proto/test_batch.c and the fuzzers compare the
+ * two record by record.
+ * =========================================================================================== */
+
+/* The number stream's reader (§5.0) as tmk__in keeps it: bytes are taken from q down to lim,
+ * bits sit LSB first in acc. Bits above nbits may hold the next bytes' bits already (a wide
+ * refill loads whole bytes but counts only those that fit): they are the stream's own bits, so
+ * ORing them in again, here or in tmk__in_refill, changes nothing. */
+typedef struct tmk__zb {
+  const uint8_t* q;
+  const uint8_t* lim;
+  uint64_t acc;
+  unsigned nbits;
+  int err; /* the first failure */
+} tmk__zb;
+
+/* The 8 bytes before q, the nearest (q[-1]) lowest: a big-endian load of q - 8. */
+static inline uint64_t tmk__load_back8(const uint8_t* q) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t w;
+  memcpy(&w, q - 8, 8);
+  return __builtin_bswap64(w);
+#elif defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  uint64_t w;
+  memcpy(&w, q - 8, 8);
+  return w;
+#else
+  return (uint64_t)q[-1] | (uint64_t)q[-2] << 8 | (uint64_t)q[-3] << 16 | (uint64_t)q[-4] << 24 |
+         (uint64_t)q[-5] << 32 | (uint64_t)q[-6] << 40 | (uint64_t)q[-7] << 48 |
+         (uint64_t)q[-8] << 56;
+#endif
+}
+
+/* The stream's last 7 bytes, one at a time. */
+TMK__COLD void tmk__zb_refill_tail(tmk__zb* b) {
+  while (b->nbits <= 56 && b->q > b->lim) {
+    b->acc |= (uint64_t)*--b->q << b->nbits;
+    b->nbits += 8;
+  }
+}
+
+TMK__HOT void tmk__zb_refill(tmk__zb* b) {
+  if (b->nbits >= 56) return;
+  if (b->q - b->lim >= 8) {
+    b->acc |= tmk__load_back8(b->q) << b->nbits;
+    b->q -= (63 - b->nbits) >> 3; /* whole bytes that fit: nbits becomes 56..63 */
+    b->nbits |= 56;
+  } else { /* through a copy, so that b itself never escapes and stays in registers */
+    tmk__zb t = *b;
+    tmk__zb_refill_tail(&t);
+    *b = t;
+  }
+}
+
+/* A number the inline path does not take, read by the reference reader. */
+TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, uint32_t* nstate, unsigned ctx) {
+  tmk__in in;
+  uint64_t v;
+  in.p = in.end = b->lim;
+  in.q = b->q;
+  in.acc = b->acc;
+  in.nbits = b->nbits;
+  in.nstate = nstate;
+  in.err = 0;
+  v = tmk__in_num(&in, ctx);
+  b->q = in.q;
+  b->acc = in.acc;
+  b->nbits = in.nbits;
+  b->err = in.err;
+  return v;
+}
+
+/* Reads the next number of context ctx: a code wholly in acc (nearly all of them: a Rice code
+ * with a short unary part, or an escape of up to 51 bits, which every cold context starts
+ * with), else the reference reader. The caller refills first. b->err is set on failure. */
+TMK__HOT uint64_t tmk__zb_num(tmk__zb* b, uint32_t* nstate, unsigned ctx) {
+  uint32_t st = nstate[ctx];
+  unsigned k = tmk__rice_k(st), ones, n;
+  uint64_t v;
+  ones = tmk__ones(b->acc, TMK__RICE_ESC);
+  if (ones < TMK__RICE_ESC) {
+    n = ones + 1 + k;
+    v = ((uint64_t)ones << k) | ((b->acc >> (ones + 1)) & ((1ull << k) - 1));
+  } else { /* escape: 6 ones, the bit length - 1 in 6 bits, the number in that many bits */
+    unsigned len = (unsigned)((b->acc >> TMK__RICE_ESC) & 63) + 1;
+    n = TMK__RICE_ESC + 6 + len;
+    v = len < 52 ? (b->acc >> (TMK__RICE_ESC + 6)) & ((1ull << len) - 1) : 0;
+  }
+  if (n <= b->nbits && n < 64) {
+    b->acc >>= n;
+    b->nbits -= n;
+    nstate[ctx] = tmk__rice_update(st, v);
+    return v;
+  }
+  { /* through a copy, so that b itself never escapes and stays in registers */
+    tmk__zb t = *b;
+    v = tmk__zb_slow(&t, nstate, ctx);
+    *b = t;
+    return v;
+  }
+}
+
+/* A record stream varint (§3.1) that must fit 32 bits, as tmk__in_u32 reads it. */
+static int tmk__zb_var(const uint8_t** pp, const uint8_t* end, uint64_t max, uint64_t* out) {
+  uint64_t v;
+  int m;
+  if (*pp < end && **pp < 0x80) {
+    *out = *(*pp)++;
+    return 0;
+  }
+  m = tmk_proto_varint_get(*pp, end, &v);
+  if (m < 0) return m;
+  *pp += m;
+  if (v > max) return TMK_ERANGE;
+  *out = v;
+  return 0;
+}
+
+int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, uint32_t* thread) {
+  const uint8_t* p;
+  const uint8_t* end;
+  tmk__zb b;
+  uint32_t ns[TMK_PROTO_NUM_CONTEXTS];
+  uint64_t cursor, depth; /* depth: the root depth plus the open zones */
+  uint32_t nopen;
+  tmk_proto_zone* o = out;
+  tmk_proto_zone* oend;
+  unsigned i;
+  if (!r || !thread || (!out && cap)) return TMK_EINVAL;
+  if (r->done < 0) return r->done;
+  if (r->hdr.type != TMK_PKT_DATA) return tmk__fail(r, TMK_ETYPE);
+  if (cap > 0x7FFFFFFF) cap = 0x7FFFFFFF; /* the count is returned as an int */
+  oend = out + cap;
+  *thread = r->thread;
+  p = r->p;
+  end = r->end;
+  b.q = r->q;
+  b.lim = r->end;
+  b.acc = r->nacc;
+  b.nbits = r->nbits;
+  b.err = 0;
+  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) ns[i] = r->nstate[i];
+  cursor = r->zone_cursor;
+  nopen = r->nopen;
+  depth = (uint64_t)r->root_depth + nopen;
+  while (o < oend && p < end) {
+    unsigned tag = *p;
+    uint64_t gap, start, v;
+    uint32_t site;
+    tmk_proto_slot* sl;
+    if (tag >= TMK__TAG_LEAF_SHORT || tag == TMK__TAG_LEAF) { /* LEAF (§5.3) */
+      uint64_t dur;
+      p++;
+      if (tag >= TMK__TAG_LEAF_SHORT) {
+        site = tag - TMK__TAG_LEAF_SHORT + 1;
+      } else {
+        if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &v)) != 0) break;
+        site = (uint32_t)v;
+      }
+      tmk__zb_refill(&b); /* 56 bits: both numbers, nearly always */
+      gap = tmk__zb_num(&b, ns, TMK__NUM_GAP);
+      if (b.err) break;
+      if (depth > 0xFFFFFFFFull) {
+        b.err = TMK_ERANGE;
+        break;
+      }
+      start = cursor + gap;
+      sl = &r->predict[0][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+      if (sl->used && sl->site == site) {
+        v = tmk__zb_num(&b, ns, TMK__NUM_DUR);
+        dur = sl->duration + tmk__unzz(v);
+      } else {
+        dur = tmk__zb_num(&b, ns, TMK__NUM_FRESH);
+      }
+      if (b.err) break;
+      sl->site = site;
+      sl->used = 1;
+      sl->duration = dur;
+      cursor = start + dur;
+      o->start = start;
+      o->duration = dur;
+      o->site = site;
+      o->depth = (uint32_t)depth;
+      o++;
+    } else if (tag == TMK__TAG_CLOSE) {
+      uint64_t tail, end_t;
+      p++;
+      if (nopen == 0) {
+        b.err = TMK_ENEST;
+        break;
+      }
+      tmk__zb_refill(&b);
+      site = r->open[nopen - 1].site;
+      sl = &r->predict[1][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+      if (sl->used && sl->site == site) {
+        v = tmk__zb_num(&b, ns, TMK__NUM_CLOSE);
+        tail = sl->duration + tmk__unzz(v);
+      } else {
+        tail = tmk__zb_num(&b, ns, TMK__NUM_CLOSE_FRESH);
+      }
+      if (b.err) break;
+      sl->site = site;
+      sl->used = 1;
+      sl->duration = tail;
+      end_t = cursor + tail;
+      nopen--;
+      depth--;
+      o->start = r->open[nopen].start;
+      o->duration = end_t - r->open[nopen].start;
+      o->site = site;
+      o->depth = (uint32_t)depth;
+      o++;
+      cursor = end_t;
+    } else if (tag >= TMK__TAG_OPEN_SHORT || tag == TMK__TAG_OPEN) { /* OPEN */
+      p++;
+      if (tag >= TMK__TAG_OPEN_SHORT) {
+        site = tag - TMK__TAG_OPEN_SHORT + 1;
+      } else {
+        if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &v)) != 0) break;
+        site = (uint32_t)v;
+      }
+      tmk__zb_refill(&b);
+      gap = tmk__zb_num(&b, ns, TMK__NUM_GAP);
+      if (b.err) break;
+      if (depth > 0xFFFFFFFFull) {
+        b.err = TMK_ERANGE;
+        break;
+      }
+      if (nopen >= TMK_PROTO_MAX_OPEN) {
+        b.err = TMK_ENEST;
+        break;
+      }
+      cursor += gap;
+      r->open[nopen].start = cursor;
+      r->open[nopen].site = site;
+      nopen++;
+      depth++;
+    } else if (tag == TMK__TAG_AT) {
+      uint64_t root, delta;
+      p++;
+      if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &root)) != 0 ||
+          (b.err = tmk__zb_var(&p, end, UINT64_MAX, &delta)) != 0)
+        break;
+      if (nopen) {
+        b.err = TMK_ENEST;
+        break;
+      }
+      depth = root; /* nothing is open */
+      cursor += tmk__unzz(delta);
+    } else {
+      break; /* not a zone event: tmk_proto_next's */
+    }
+  }
+  if (b.err) {
+    /* the zones before the failure are handed out as tmk_proto_next would, the failure on
+     * the next call */
+    r->done = b.err;
+    return o > out ? (int)(o - out) : b.err;
+  }
+  r->p = p;
+  r->q = b.q;
+  r->nacc = b.acc;
+  r->nbits = b.nbits;
+  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) r->nstate[i] = ns[i];
+  r->zone_cursor = cursor;
+  r->root_depth = (uint32_t)(depth - nopen);
+  r->nopen = nopen;
+  return (int)(o - out);
+}
+
+/* =============================================================================================
  * Control packet bodies (§6)
  * =========================================================================================== */
 

@@ -123,8 +123,32 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
                        void* ud);
 
 /* =============================================================================================
+ * Slabs (relay_slab.c): pre-faulted memory for the store's full zone chunks. Not thread-safe:
+ * one owner (a store) that holds its session's lock.
+ * ============================================================================================= */
+
+#define TMK__SLAB_BYTES (512u << 10)
+/* A full zone chunk, header included, so that 32 fill a slab (each block is rounded up to 64
+ * bytes and the slab keeps 64 for its header). */
+#define TMK__SLAB_BLOCK 16320u
+
+typedef struct tmk__slab tmk__slab;
+typedef struct tmk__slabs {
+  tmk__slab* cur; /* the slab blocks are handed out from */
+  tmk__slab* all; /* every slab still holding a block (or cur) */
+} tmk__slabs;
+
+/* Returns `size` bytes (64-byte aligned) and the slab they came from in *from, or NULL when the
+ * kernel has no memory for a new slab (the caller then uses malloc). */
+void* tmk__slab_alloc(tmk__slabs* sl, size_t size, tmk__slab** from);
+/* A block of slab s is no longer used: an empty slab goes back to the kernel. */
+void tmk__slab_free(tmk__slabs* sl, tmk__slab* s);
+void tmk__slab_free_all(tmk__slabs* sl);
+
+/* =============================================================================================
  * Session store (relay_store.c)
- * Decodes DATA packets (tmk_proto_open/next) into chunked per-thread series of zones and events,
+ * Decodes DATA packets (tmk_proto_open, tmk_proto_next_zones for runs of zones, tmk_proto_next
+ * for the rest) into chunked per-thread series of zones and events (full zone chunks from slabs),
  * with site/thread/team tables, a memory budget (oldest chunks evicted first, counted) and the
  * live broadcast ring. Not thread-safe by itself: callers hold the session's lock.
  * ============================================================================================= */

@@ -9,8 +9,15 @@
 /* ---------------------------------------------------------------------------------------------
  * Layout
  * ------------------------------------------------------------------------------------------- */
-#define ZONES_PER_CHUNK 1024  /* a series' chunks grow from MIN_ZONES_PER_CHUNK by doubling */
+/* A series' zone chunks grow from MIN_ZONES_PER_CHUNK zones by doubling up to ZONE_CHUNK_CAP
+ * bytes of zones (1014), which with the chunk header is a slab block (relay_slab.c). */
+#define ZONE_CHUNK_CAP ((TMK__SLAB_BLOCK - (uint32_t)sizeof(chunk)) & ~(uint32_t)(sizeof(zrec) - 1))
 #define MIN_ZONES_PER_CHUNK 16 /* (sparse zones, 2^33 ticks apart, each need a chunk) */
+/* Stores with at least this budget that already hold SLAB_AFTER bytes take their full zone
+ * chunks from slabs. A slab's unused rest (< 512 KiB, not counted in the budget) is then at
+ * most half what the store holds, and small beside a busy store. */
+#define SLAB_MIN_BUDGET ((size_t)64 << 20)
+#define SLAB_AFTER ((size_t)1 << 20)
 #define EVENT_CHUNK_BYTES 8192
 #define MIN_EVENT_CHUNK_BYTES 1536 /* holds the largest event (a 1024-byte message) */
 #define MAX_THREADS 4096
@@ -60,6 +67,7 @@ struct chunk {
   uint64_t tmin, tmax;
   uint32_t count, used, cap;
   uint32_t kind;
+  tmk__slab* slab; /* the slab holding it, NULL when malloc'd */
   _Alignas(8) uint8_t data[];
 };
 
@@ -87,6 +95,7 @@ typedef struct site {
 
 struct tmk__store {
   size_t budget, mem;
+  tmk__slabs slabs;
   uint64_t freq;
   chunk* ghead;
   chunk* gtail;
@@ -109,8 +118,14 @@ struct tmk__store {
   uint64_t clock_ticks, clock_unix_ns;
   uint64_t next_serial;   /* serial of the last chunk allocated */
   tmk__store_tap tap;     /* history sink (fn 0: none) */
-  tmk_proto_record* recs; /* one decoded packet, before it is stored */
+  /* one decoded packet, before it is stored (decode_all): its records in order as items, a run
+   * of zones of one thread being one item */
+  struct dec_item* items;
+  size_t items_cap;
+  tmk_proto_record* recs; /* the records that are not zones */
   size_t recs_cap;
+  tmk_proto_zone* zbuf; /* the zones */
+  size_t zbuf_cap;
   /* live ring */
   tmk_relay_live_item* ring;
   uint64_t ring_w;
@@ -130,10 +145,11 @@ static void free_chunks(tmk__store* st) {
   chunk* c = st->ghead;
   while (c) {
     chunk* n = c->gnext;
-    free(c);
+    if (!c->slab) free(c);
     c = n;
   }
   st->ghead = st->gtail = NULL;
+  tmk__slab_free_all(&st->slabs);
 }
 
 void tmk__store_free(tmk__store* st) {
@@ -150,7 +166,9 @@ void tmk__store_free(tmk__store* st) {
   free(st->sites);
   free(st->site_hash);
   free(st->ring);
+  free(st->items);
   free(st->recs);
+  free(st->zbuf);
   free(st);
 }
 
@@ -326,7 +344,8 @@ static int evict_one(tmk__store* st) {
   }
   st->evicted += c->count;
   st->mem -= chunk_size(c);
-  free(c);
+  if (c->slab) tmk__slab_free(&st->slabs, c->slab);
+  else free(c);
   return 1;
 }
 
@@ -342,9 +361,15 @@ static int make_room(tmk__store* st, size_t need) {
 static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, uint64_t base) {
   size_t need = sizeof(chunk) + cap;
   make_room(st, need); /* a chunk is always allowed: it is what eviction frees next */
-  chunk* c = malloc(need);
+  tmk__slab* from = NULL;
+  chunk* c = NULL;
+  if (kind == CK_ZONES && cap == ZONE_CHUNK_CAP && st->budget >= SLAB_MIN_BUDGET &&
+      st->mem >= SLAB_AFTER)
+    c = tmk__slab_alloc(&st->slabs, need, &from);
+  if (!c) c = malloc(need);
   if (!c) return NULL;
   memset(c, 0, sizeof *c);
+  c->slab = from;
   series* s = kind == CK_ZONES ? &t->zones : &t->events;
   c->owner = (uint32_t)(t - st->threads);
   c->serial = ++st->next_serial;
@@ -456,13 +481,13 @@ int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* 
  * Appending
  * ------------------------------------------------------------------------------------------- */
 /* Starts t's next zone chunk at time `start`. A series that fills its chunks gets bigger ones
- * (doubling up to ZONES_PER_CHUNK); one that starts chunks because its zones are far apart in
+ * (doubling up to ZONE_CHUNK_CAP bytes); one that starts chunks because its zones are far apart in
  * time keeps them small (16 zones, 320 bytes). Returns NULL when out of memory. */
 static chunk* next_zone_chunk(tmk__store* st, thread* t, uint64_t start) {
   chunk* c = t->zones.tail;
   uint32_t cap = MIN_ZONES_PER_CHUNK * sizeof(zrec);
   if (c && c->count * sizeof(zrec) == c->cap)
-    cap = c->cap * 2 > ZONES_PER_CHUNK * sizeof(zrec) ? ZONES_PER_CHUNK * sizeof(zrec) : c->cap * 2;
+    cap = c->cap * 2 > ZONE_CHUNK_CAP ? ZONE_CHUNK_CAP : c->cap * 2;
   return new_chunk(st, t, CK_ZONES, cap, start);
 }
 
@@ -499,49 +524,60 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   return 0;
 }
 
+/* A stored zone to the live ring and the history sink, when either is there. */
+static void follow_zone(tmk__store* st, const thread* t, const tmk_proto_zone* q, uint64_t dur) {
+  if (st->ring) live_zone(st, t->id, q->start, dur, q->site, q->depth, 0);
+  if (st->tap.zone) { /* history sink: the same zone as stored */
+    tmk_relay_zone tz;
+    tz.start_ns = to_ns(st, q->start);
+    tz.dur_ns = to_ns(st, q->start + dur) - tz.start_ns;
+    tz.thread = t->id;
+    tz.site = q->site;
+    tz.depth = q->depth;
+    tz.flags = 0;
+    st->tap.zone(st->tap.ud, &tz);
+  }
+}
+
 /* Stores n decoded zones of thread t: the chunk's bookkeeping (count, time range, the store's
  * time range and zone count) is updated once per chunk, not once per zone. Returns 0 or
  * TMK_ENOMEM. */
-static int add_zones(tmk__store* st, thread* t, const tmk_proto_record* recs, size_t n) {
+static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t n) {
   size_t i = 0;
   /* Sites first: a site table that grows makes room by evicting chunks, which may be the chunk
    * about to be filled below. */
-  for (i = 0; i < n; i++) reference_site(st, recs[i].u.zone.site);
+  for (i = 0; i < n; i++) reference_site(st, zs[i].site);
   i = 0;
   while (i < n) {
     chunk* c = t->zones.tail;
-    uint64_t first = recs[i].u.zone.start;
+    uint64_t first = zs[i].start;
     if (!c || c->count * sizeof(zrec) == c->cap || !fits_off(first, c->base)) {
       c = next_zone_chunk(st, t, first);
       if (!c) return TMK_ENOMEM;
     }
     zrec* z = (zrec*)(void*)c->data + c->count;
+    /* In locals: the byte-wide stores below may alias anything, which would reload these from
+     * memory every zone. */
+    const uint64_t base = c->base;
+    const int follow = st->ring || st->tap.zone;
     uint64_t lo = c->tmin, hi = c->tmax;
     uint32_t k = 0, room = (uint32_t)(c->cap / sizeof(zrec)) - c->count;
     for (; k < room && i < n; k++, i++) {
-      const tmk_proto_zone* q = &recs[i].u.zone;
-      uint64_t dur = q->duration;
-      if (k && !fits_off(q->start, c->base)) break; /* the first one fits: checked above */
+      const tmk_proto_zone* q = &zs[i];
+      uint64_t start = q->start, dur = q->duration, off = start - base;
+      if (off + 0x80000000ull > 0xFFFFFFFFull) break; /* fits_off: else a new chunk */
       if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-      z[k].start_off = (int32_t)(int64_t)(q->start - c->base);
-      z[k].dur_lo = (uint32_t)dur;
-      z[k].dur_hi = (uint16_t)(dur >> 32);
-      z[k].site = q->site;
-      z[k].depth = (uint8_t)(q->depth > 255 ? 255 : q->depth);
-      z[k].flags = 0;
-      if (q->start < lo) lo = q->start;
-      if (q->start + dur > hi) hi = q->start + dur;
-      if (st->ring) live_zone(st, t->id, q->start, dur, q->site, q->depth, 0);
-      if (st->tap.zone) { /* history sink: the same zone as stored */
-        tmk_relay_zone tz;
-        tz.start_ns = to_ns(st, q->start);
-        tz.dur_ns = to_ns(st, q->start + dur) - tz.start_ns;
-        tz.thread = t->id;
-        tz.site = q->site;
-        tz.depth = q->depth;
-        tz.flags = 0;
-        st->tap.zone(st->tap.ud, &tz);
-      }
+      zrec r;
+      r.start_off = (int32_t)(int64_t)off;
+      r.dur_lo = (uint32_t)dur;
+      r.dur_hi = (uint16_t)(dur >> 32);
+      r.site = q->site;
+      r.depth = (uint8_t)(q->depth > 255 ? 255 : q->depth);
+      r.flags = 0;
+      z[k] = r;
+      if (start < lo) lo = start;
+      if (start + dur > hi) hi = start + dur;
+      if (follow) follow_zone(st, t, q, dur);
     }
     c->count += k;
     c->tmin = lo;
@@ -735,25 +771,64 @@ static int store_record(tmk__store* st, const tmk_proto_record* rec) {
   }
 }
 
-/* Decodes the whole packet into st->recs first: a packet is stored completely or, when any
- * part of it fails to decode, not at all (a corrupt packet must not leave half-read records). */
-static int decode_all(tmk__store* st, tmk_proto_reader* rd, size_t* count) {
-  size_t n = 0;
+/* An item of a decoded packet: a run of `zones` zones of `thread` at st->zbuf[index], or when
+ * zones is 0 the record st->recs[index]. */
+typedef struct dec_item {
+  uint32_t zones;
+  uint32_t index;
+  uint32_t thread;
+} dec_item;
+
+/* Makes room for `need` elements in a decode buffer (doubling from 256). Returns 0 or
+ * TMK_ENOMEM. */
+static int dec_room(tmk__store* st, void** arr, size_t* cap, size_t elem, size_t need) {
+  if (need <= *cap) return 0;
+  size_t ncap = *cap ? *cap : 256;
+  while (ncap < need) ncap *= 2;
+  void* na = realloc(*arr, ncap * elem);
+  if (!na) return TMK_ENOMEM;
+  st->mem += (ncap - *cap) * elem;
+  *arr = na;
+  *cap = ncap;
+  return 0;
+}
+
+/* Decodes the whole packet first: a packet is stored completely or, when any part of it fails
+ * to decode, not at all (a corrupt packet must not leave half-read records). Zones come a run
+ * at a time from the batched decoder straight into st->zbuf, other records one at a time. */
+static int decode_all(tmk__store* st, tmk_proto_reader* rd, size_t* nitems) {
+  size_t ni = 0, nz = 0, nr = 0;
   for (;;) {
-    if (n == st->recs_cap) {
-      size_t ncap = st->recs_cap ? st->recs_cap * 2 : 1024;
-      tmk_proto_record* nr = realloc(st->recs, ncap * sizeof *nr);
-      if (!nr) return TMK_ENOMEM;
-      st->mem += (ncap - st->recs_cap) * sizeof *nr;
-      st->recs = nr;
-      st->recs_cap = ncap;
+    uint32_t th = 0;
+    int got;
+    if (dec_room(st, (void**)&st->zbuf, &st->zbuf_cap, sizeof *st->zbuf, nz + 256) ||
+        dec_room(st, (void**)&st->items, &st->items_cap, sizeof *st->items, ni + 1))
+      return TMK_ENOMEM;
+    got = tmk_proto_next_zones(rd, st->zbuf + nz, st->zbuf_cap - nz, &th);
+    if (got < 0) return got;
+    if (got == 0) { /* not a zone event next: a record, or a THREAD then maybe a zone */
+      if (dec_room(st, (void**)&st->recs, &st->recs_cap, sizeof *st->recs, nr + 1))
+        return TMK_ENOMEM;
+      tmk_proto_record* rec = &st->recs[nr];
+      int rc = tmk_proto_next(rd, rec);
+      if (rc == 0) break;
+      if (rc < 0) return rc;
+      if (rec->type != TMK_REC_ZONE) {
+        st->items[ni++] = (dec_item){0, (uint32_t)nr++, rec->thread};
+        continue;
+      }
+      st->zbuf[nz] = rec->u.zone;
+      th = rec->thread;
+      got = 1;
     }
-    int rc = tmk_proto_next(rd, &st->recs[n]);
-    if (rc == 0) break;
-    if (rc < 0) return rc;
-    n++;
+    dec_item* last = ni ? &st->items[ni - 1] : NULL;
+    if (last && last->zones && last->thread == th && last->index + last->zones == nz)
+      last->zones += (uint32_t)got;
+    else
+      st->items[ni++] = (dec_item){(uint32_t)got, (uint32_t)nz, th};
+    nz += (size_t)got;
   }
-  *count = n;
+  *nitems = ni;
   return 0;
 }
 
@@ -776,33 +851,20 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
   }
   st->packets++;
   int n = 0;
-  /* Zones are nearly all records: they take a fast path with the thread looked up once per run
-   * (the pointer stays valid until a new thread grows the table). */
-  thread* cur = NULL;
-  uint32_t cur_id = 0, cur_n = 0;
   for (size_t i = 0; i < count; i++) {
-    const tmk_proto_record* rec = &st->recs[i];
-    if (rec->type == TMK_REC_ZONE) {
-      if (!cur || rec->thread != cur_id || st->nthreads != cur_n) {
-        cur = get_thread(st, rec->thread);
-        cur_id = rec->thread;
-        cur_n = st->nthreads;
-        if (!cur) {
-          st->malformed++; /* thread table full: this record is refused */
-          continue;
-        }
+    const dec_item* it = &st->items[i];
+    if (it->zones) { /* a run of zones: the thread is looked up once */
+      thread* t = get_thread(st, it->thread);
+      if (!t) {
+        st->malformed += it->zones; /* thread table full: these records are refused */
+        continue;
       }
-      size_t run = 1; /* this zone and the zones of the same thread right after it */
-      while (i + run < count && st->recs[i + run].type == TMK_REC_ZONE &&
-             st->recs[i + run].thread == cur_id)
-        run++;
-      if (add_zones(st, cur, rec, run) == TMK_ENOMEM) return TMK_ENOMEM;
-      st->records += run;
-      n += (int)run;
-      i += run - 1;
+      if (add_zones(st, t, st->zbuf + it->index, it->zones) == TMK_ENOMEM) return TMK_ENOMEM;
+      st->records += it->zones;
+      n += (int)it->zones;
       continue;
     }
-    int src = store_record(st, rec);
+    int src = store_record(st, &st->recs[it->index]);
     if (src == TMK_ENOMEM) return src;
     if (src < 0) {
       st->malformed++; /* a table is full or a value is out of range: this record is refused */

@@ -1,7 +1,9 @@
 /* fuzz_proto.c — libFuzzer target for the protocol decoder: the input is tried as one packet
  * (tmk_proto_open, then every record or the control-packet reader) and as a TCP byte stream of
  * framed packets (tmk_proto_frame_parse). Beyond crashes it traps on broken promises: strings
- * outside the input or scratch, lengths over the limits, a reader that recovers after failing. */
+ * outside the input or scratch, lengths over the limits, a reader that recovers after failing,
+ * and a batched zone decoder (tmk_proto_next_zones) that disagrees with tmk_proto_next on any
+ * record or on where and how the packet fails. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,53 @@
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 static uint8_t g_scratch[TMK_PROTO_MAX_BODY];
+
+/* tmk_proto_next's records of the packet, for the batched decoder to be compared with. */
+#define MAXREC (TMK_PROTO_MAX_BODY + 1)
+static tmk_proto_record g_ref[MAXREC];
+static tmk_proto_zone g_batch[64];
+static char g_line_a[4096], g_line_b[4096];
+
+static void same_as_ref(const tmk_proto_record* rec, unsigned i) {
+  if (rec->type != g_ref[i].type || rec->thread != g_ref[i].thread) __builtin_trap();
+  tmk_proto_format_record(rec, g_line_a, sizeof g_line_a);
+  tmk_proto_format_record(&g_ref[i], g_line_b, sizeof g_line_b);
+  if (strcmp(g_line_a, g_line_b) != 0) __builtin_trap();
+}
+
+/* Decodes the packet again, zones through tmk_proto_next_zones (at most `run` a call): the
+ * records, their count and the final code must be tmk_proto_next's (n records, then ref_rc). */
+static void check_batched(const uint8_t* data, size_t size, unsigned n, int ref_rc, size_t run) {
+  tmk_proto_reader r;
+  tmk_proto_record rec;
+  unsigned i = 0;
+  uint32_t thread;
+  int rc;
+  size_t k;
+  if (tmk_proto_open(&r, data, size, g_scratch, sizeof g_scratch) != 0) __builtin_trap();
+  for (;;) {
+    rc = tmk_proto_next_zones(&r, g_batch, run, &thread);
+    if (rc > (int)run) __builtin_trap();
+    if (rc > 0) {
+      for (k = 0; k < (size_t)rc; k++, i++) {
+        if (i >= n) __builtin_trap();
+        memset(&rec, 0, sizeof rec);
+        rec.type = TMK_REC_ZONE;
+        rec.thread = thread;
+        rec.u.zone = g_batch[k];
+        same_as_ref(&rec, i);
+      }
+      continue;
+    }
+    if (rc == 0) rc = tmk_proto_next(&r, &rec);
+    if (rc != 1) break;
+    if (i >= n) __builtin_trap();
+    same_as_ref(&rec, i++);
+  }
+  if (i != n || rc != ref_rc) __builtin_trap();
+  /* failed or finished, both calls stay so */
+  if (tmk_proto_next_zones(&r, g_batch, run, &thread) != (rc < 0 ? rc : 0)) __builtin_trap();
+}
 
 static void check_str(tmk_proto_str s, const uint8_t* data, size_t size, uint32_t max) {
   const uint8_t* p = (const uint8_t*)s.ptr;
@@ -36,6 +85,7 @@ static void decode_packet(const uint8_t* data, size_t size) {
     case TMK_PKT_DATA: {
       unsigned n = 0;
       while ((rc = tmk_proto_next(&r, &rec)) == 1) {
+        if (n < MAXREC) g_ref[n] = rec;
         n++;
         switch (rec.type) {
           case TMK_REC_SITE:
@@ -71,6 +121,7 @@ static void decode_packet(const uint8_t* data, size_t size) {
       }
       /* a finished or failed reader stays so */
       if (tmk_proto_next(&r, &rec) != rc) __builtin_trap();
+      check_batched(data, size, n, rc, size % 3 == 2 ? 64 : 1 + size % 3);
       break;
     }
     case TMK_PKT_HELLO: {

@@ -2,7 +2,8 @@
  * calls (zones, events, descriptors, thread switches, packet ends) on a writer of an input-chosen
  * size. Every packet is finished (compressed on every other one when LZ4 is built in), decoded
  * and compared with what was put: events and descriptors in order, zones as a set per thread.
- * Any difference, or a refusal other than TMK_ENOSPC of a valid call, traps. */
+ * Any difference, or a refusal other than TMK_ENOSPC of a valid call, traps. The batched zone
+ * decoder (tmk_proto_next_zones) decodes every packet again and must agree with tmk_proto_next. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,45 @@ static void same_record(const tmk_proto_record* got, const tmk_proto_record* w, 
   }
 }
 
+/* The batched zone decoder (tmk_proto_next_zones, at most `run` zones a call, tmk_proto_next for
+ * the rest) on the same packet must find what tmk_proto_next found: the same zones of the same
+ * threads in the same order (g_got_*, still in decode order), and as many other records. */
+static tmk_proto_zone g_batch[MAXREC];
+static void check_batched(int len, size_t nz, size_t nrec, size_t run) {
+  tmk_proto_reader r;
+  tmk_proto_record rec;
+  size_t z = 0, other = 0, k;
+  uint32_t thread;
+  int rc;
+  if (tmk_proto_open(&r, g_pkt, (size_t)len, g_scratch, sizeof g_scratch) != 0) __builtin_trap();
+  for (;;) {
+    rc = tmk_proto_next_zones(&r, g_batch, run, &thread);
+    if (rc < 0 || (size_t)rc > run) __builtin_trap();
+    if (rc > 0) {
+      for (k = 0; k < (size_t)rc; k++, z++) {
+        if (z >= nz || thread != g_got_thread[z] || g_batch[k].start != g_got_zone[z].start ||
+            g_batch[k].duration != g_got_zone[z].duration || g_batch[k].site != g_got_zone[z].site ||
+            g_batch[k].depth != g_got_zone[z].depth)
+          __builtin_trap();
+      }
+      continue;
+    }
+    rc = tmk_proto_next(&r, &rec);
+    if (rc < 0) __builtin_trap();
+    if (rc == 0) break;
+    if (rec.type != TMK_REC_ZONE) {
+      other++;
+      continue;
+    }
+    if (z >= nz || rec.thread != g_got_thread[z] || rec.u.zone.start != g_got_zone[z].start ||
+        rec.u.zone.duration != g_got_zone[z].duration || rec.u.zone.site != g_got_zone[z].site ||
+        rec.u.zone.depth != g_got_zone[z].depth)
+      __builtin_trap();
+    z++;
+  }
+  if (z != nz || other != nrec) __builtin_trap();
+}
+
 /* Finishes the packet, decodes it and compares it with the model; then empties both. */
 static void flush(tmk_proto_writer* w, uint64_t seq) {
   tmk_proto_reader r;
@@ -161,6 +201,7 @@ static void flush(tmk_proto_writer* w, uint64_t seq) {
     }
   }
   if (rc != 0 || nrec != g_want.nrec || nz != g_want.nzone) __builtin_trap();
+  check_batched(len, nz, nrec, seq % 3 == 0 ? MAXREC : 1 + (size_t)(seq % 5));
   sort_zones(g_got_zone, g_got_thread, nz);
   sort_zones(g_want.zone, g_want.zone_thread, nz);
   for (i = 0; i < nz; i++) {

@@ -7,8 +7,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int decode_ref(pt_decoded* d, const void* packet, size_t len);
+
 int pt_decode(pt_decoded* d, const void* packet, size_t len) {
-  tmk_proto_reader r;
+  static const size_t runs[] = {1, 2, 7, PT_MAX_RECS};
+  size_t i;
+  int rc = decode_ref(d, packet, len);
+  if (rc == TMK_ENOMEM) return rc;
+  for (i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    pt_decoded b;
+    char what[64];
+    long at;
+    pt_decode_batched(&b, packet, len, runs[i]);
+    snprintf(what, sizeof what, "batched decoder, runs of %lu zones", (unsigned long)runs[i]);
+    at = b.rc == TMK_ENOMEM ? -1 : pt_decodings_differ(d, &b, what);
+    pt_decoded_free(&b);
+    if (at >= 0) {
+      d->rc = PT_EBATCH;
+      break;
+    }
+  }
+  return d->rc;
+}
+
+static int decode_open(pt_decoded* d, tmk_proto_reader* r, const void* packet, size_t len) {
   int rc;
   memset(d, 0, sizeof *d);
   d->recs = (tmk_proto_record*)calloc(PT_MAX_RECS, sizeof *d->recs);
@@ -19,13 +41,86 @@ int pt_decode(pt_decoded* d, const void* packet, size_t len) {
     return d->rc;
   }
   if (len) memcpy(d->copy, packet, len);
-  rc = tmk_proto_open(&r, d->copy, len, d->scratch, TMK_PROTO_MAX_BODY);
+  rc = tmk_proto_open(r, d->copy, len, d->scratch, TMK_PROTO_MAX_BODY);
   if (rc < 0) {
     d->rc = rc;
     d->failed_in_open = 1;
     return rc;
   }
-  d->hdr = r.hdr;
+  d->hdr = r->hdr;
+  return 0;
+}
+
+int pt_decode_batched(pt_decoded* d, const void* packet, size_t len, size_t run) {
+  tmk_proto_reader r;
+  tmk_proto_zone* z = (tmk_proto_zone*)malloc(run * sizeof *z);
+  if (!z) {
+    memset(d, 0, sizeof *d);
+    d->rc = TMK_ENOMEM;
+    return d->rc;
+  }
+  if (decode_open(d, &r, packet, len) != 0) {
+    free(z);
+    return d->rc;
+  }
+  for (;;) {
+    size_t room = PT_MAX_RECS - d->n, i;
+    uint32_t thread = 0xDEADBEEF;
+    int rc;
+    if (room == 0) {
+      d->rc = TMK_ENOSPC;
+      break;
+    }
+    rc = tmk_proto_next_zones(&r, z, run < room ? run : room, &thread);
+    if (rc < 0) {
+      d->rc = rc;
+      break;
+    }
+    for (i = 0; i < (size_t)rc; i++, d->n++) {
+      d->recs[d->n].type = TMK_REC_ZONE;
+      d->recs[d->n].thread = thread;
+      d->recs[d->n].u.zone = z[i];
+    }
+    if (rc > 0) continue;
+    rc = tmk_proto_next(&r, &d->recs[d->n]);
+    if (rc < 0) {
+      d->rc = rc;
+      break;
+    }
+    if (rc == 0) break;
+    d->n++;
+  }
+  free(z);
+  return d->rc;
+}
+
+long pt_decodings_differ(const pt_decoded* ref, const pt_decoded* got, const char* what) {
+  static char a[4096], b[4096];
+  size_t i, n = ref->n < got->n ? ref->n : got->n;
+  for (i = 0; i < n; i++) {
+    const tmk_proto_record* x = &ref->recs[i];
+    const tmk_proto_record* y = &got->recs[i];
+    tmk_proto_format_record(x, a, sizeof a);
+    tmk_proto_format_record(y, b, sizeof b);
+    if (x->type != y->type || x->thread != y->thread || strcmp(a, b) != 0) {
+      fprintf(stderr, "%s: record %lu differs from tmk_proto_next's:\n  next:    %s\n  batched: %s\n",
+              what, (unsigned long)i, a, b);
+      return (long)i;
+    }
+  }
+  if (ref->n != got->n || ref->rc != got->rc) {
+    fprintf(stderr, "%s: %lu records then %s, tmk_proto_next: %lu records then %s\n", what,
+            (unsigned long)got->n, tmk_err_name(got->rc), (unsigned long)ref->n,
+            tmk_err_name(ref->rc));
+    return (long)n;
+  }
+  return -1;
+}
+
+static int decode_ref(pt_decoded* d, const void* packet, size_t len) {
+  tmk_proto_reader r;
+  int rc;
+  if (decode_open(d, &r, packet, len) != 0) return d->rc;
   for (;;) {
     if (d->n == PT_MAX_RECS) {
       d->rc = TMK_ENOSPC;

@@ -22,9 +22,21 @@ typedef struct pt_decoded {
   uint8_t* copy;
 } pt_decoded;
 
+/* pt_decode's code when the batched zone decoder disagreed with the reference (not a TMK_E*). */
+#define PT_EBATCH (-1000)
+
 /* Decodes every record of a DATA packet (copied into an exactly-sized buffer first, so that an
- * over-read is caught by sanitizers). Returns d->rc. Call pt_decoded_free afterwards. */
+ * over-read is caught by sanitizers) with tmk_proto_next. Then decodes it again with the batched
+ * zone decoder (pt_decode_batched, with runs of 1, 2, 7 and any number of zones) and compares
+ * record by record: on any difference it prints both sides and d->rc becomes PT_EBATCH, so every
+ * test that decodes through here checks both paths. Returns d->rc. Call pt_decoded_free. */
 int pt_decode(pt_decoded* d, const void* packet, size_t len);
+/* The same packet decoded with tmk_proto_next_zones (at most `run` zones a call) for the zones
+ * and tmk_proto_next for everything else. Returns d->rc. */
+int pt_decode_batched(pt_decoded* d, const void* packet, size_t len, size_t run);
+/* Compares two decodings record by record (code, count, every record's type, thread and
+ * formatted text). Returns -1 when equal, else the first differing index (printed to stderr). */
+long pt_decodings_differ(const pt_decoded* ref, const pt_decoded* got, const char* what);
 void pt_decoded_free(pt_decoded* d);
 /* Copies the zones of a decoded packet (in decode order) to out; returns how many. */
 size_t pt_zones_of(const pt_decoded* d, tmk_proto_zone* out, size_t cap, uint32_t thread);

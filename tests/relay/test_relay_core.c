@@ -471,6 +471,70 @@ static void test_store_evict_after_thread_table_grows(void** state) {
   tmk__store_free(st);
 }
 
+typedef struct zrun {
+  uint32_t want;
+  uint64_t next; /* expected start of the next zone in ns, 0 before the first */
+  size_t n, wrong;
+} zrun;
+static int check_run(void* ud, const tmk_relay_zone* z) {
+  zrun* c = ud;
+  if (z->thread != c->want || z->dur_ns != 50 || z->site != 3 || (c->next && z->start_ns != c->next))
+    c->wrong++;
+  c->next = z->start_ns + 100;
+  c->n++;
+  return 0;
+}
+
+/* Issue 10: a store with a budget of 64 MiB or more takes its full zone chunks from slabs
+ * (relay_slab.c). Two threads' chunks share the slabs; filling the budget twice over evicts
+ * chunks and frees whole slabs in order, and what is left is intact: each thread's newest zones,
+ * every one in sequence, none from a reused or unmapped block. */
+static void test_store_slabs_evict(void** state) {
+  (void)state;
+  size_t budget = (size_t)64 << 20;
+  tmk__store* st = tmk__store_new(budget);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  static uint8_t pk[TMK_PROTO_MAX_PACKET];
+  uint32_t per = 8000, packets = 2 * (uint32_t)(budget / 16 / per) + 10;
+  static tmk_proto_zone z[8000];
+  static uint8_t body[60000];
+  for (uint32_t i = 0; i < packets; i++) {
+    /* thread i % 2; its zones go on where its previous packet stopped */
+    tmk_proto_writer w;
+    tmk_proto_writer_init(&w, body, sizeof body);
+    assert_true(tmk_proto_put_thread(&w, i % 2) >= 0);
+    for (uint32_t k = 0; k < per; k++) {
+      z[k].start = 1000000 + ((uint64_t)(i / 2) * per + k) * 100;
+      z[k].duration = 50;
+      z[k].site = 3;
+      z[k].depth = 0;
+    }
+    assert_int_equal(tmk_proto_put_zones(&w, z, per), (int)per);
+    int n = tmk_proto_finish(&w, 77, i, pk, sizeof pk, NULL);
+    assert_true(n > 0);
+    assert_int_equal(tmk__store_packet(st, pk, (size_t)n, scratch), (int)per);
+  }
+  tmk_relay_session_info info;
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_true(info.stats.evicted > (uint64_t)per * packets / 3);
+  assert_true(info.stats.mem_bytes <= budget);
+  size_t total = 0;
+  for (uint32_t t = 0; t < 2; t++) {
+    tmk_relay_query q;
+    memset(&q, 0, sizeof q);
+    q.thread = t;
+    q.limit = 100000000;
+    zrun c = {t, 0, 0, 0};
+    tmk__store_zones(st, &q, check_run, &c);
+    assert_int_equal(c.wrong, 0);
+    total += c.n;
+  }
+  assert_int_equal(total + info.stats.evicted, info.stats.zones);
+  free(scratch);
+  tmk__store_free(st);
+}
+
 typedef struct zlist {
   tmk_relay_zone z[20000];
   size_t n;
@@ -607,6 +671,7 @@ int main(void) {
       cmocka_unit_test(test_agent_file),
       cmocka_unit_test(test_store_decode_query_and_budget),
       cmocka_unit_test(test_store_evict_after_thread_table_grows),
+      cmocka_unit_test(test_store_slabs_evict),
       cmocka_unit_test(test_store_query_slices),
       cmocka_unit_test(test_store_live_ring),
       cmocka_unit_test(test_json_escaping),
