@@ -44,7 +44,7 @@ static const char* const k_ddl[T_COUNT] = {
     "(day Date, session UInt64, thread UInt32, name String) "
     "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, thread)",
     "(day Date, session UInt64, n UInt64, thread UInt32, site UInt32, start_ns UInt64, "
-    "dur_ns UInt64, depth UInt16, marker UInt8) "
+    "dur_ns UInt64, depth UInt8, marker UInt8) "
     "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, site, n)",
     "(day Date, session UInt64, n UInt64, thread UInt32, site UInt32, time_ns UInt64, "
     "dur_ns UInt64) "
@@ -104,8 +104,58 @@ static void put_str(chbuf* b, const char* s, size_t n) {
 }
 static void put_cstr(chbuf* b, const char* s) { put_str(b, s, strlen(s)); }
 
+/* Zones are staged raw (the store's 16-byte records, in runs behind a header) by the loop, and
+ * encoded to RowBinary by the sink thread just before they are sent or spilled. */
+typedef struct zrun {
+  uint64_t sid, n0;   /* session, its row number n of the first zone */
+  uint64_t base;      /* ticks */
+  uint64_t freq;      /* 0: ticks are ns */
+  uint32_t thread, count;
+  uint16_t day;
+  uint8_t pad[6];
+} zrun; /* then count tmk__tap_zrec */
+
+#define ZONE_ROW 44 /* bytes of one zones row in RowBinary */
+
+/* Encodes raw zone runs as RowBinary zones rows into out (room for rows * ZONE_ROW bytes).
+ * Returns the bytes written. */
+static size_t encode_zones(const uint8_t* raw, size_t len, uint8_t* out) {
+  uint8_t* p = out;
+  size_t i = 0;
+  while (i + sizeof(zrun) <= len) {
+    zrun h;
+    memcpy(&h, raw + i, sizeof h);
+    i += sizeof h;
+    const uint8_t* z = raw + i;
+    int exact = h.freq == 0 || h.freq == 1000000000ull; /* ticks are ns */
+    for (uint32_t k = 0; k < h.count; k++, z += sizeof(tmk__tap_zrec), p += ZONE_ROW) {
+      tmk__tap_zrec r;
+      memcpy(&r, z, sizeof r);
+      uint64_t start = h.base + (uint64_t)(int64_t)r.start_off;
+      uint64_t dur = r.dur_lo | (uint64_t)r.dur_hi << 32;
+      uint64_t start_ns = start, dur_ns = dur, n = h.n0 + k;
+      if (!exact) {
+        start_ns = tmk_proto_ticks_to_ns(start, h.freq);
+        dur_ns = tmk_proto_ticks_to_ns(start + dur, h.freq) - start_ns;
+      }
+      memcpy(p, &h.day, 2);
+      memcpy(p + 2, &h.sid, 8);
+      memcpy(p + 10, &n, 8);
+      memcpy(p + 18, &h.thread, 4);
+      memcpy(p + 22, &r.site, 4);
+      memcpy(p + 26, &start_ns, 8);
+      memcpy(p + 34, &dur_ns, 8);
+      p[42] = r.depth;
+      p[43] = (uint8_t)(r.flags & TMK_RELAY_ZONE_MARKER ? 1 : 0);
+    }
+    i += (size_t)h.count * sizeof(tmk__tap_zrec);
+  }
+  return (size_t)(p - out);
+}
+
 typedef struct batch {
-  chbuf seg[T_COUNT];
+  chbuf seg[T_COUNT]; /* RowBinary rows per table; zones only when read back from a spill file */
+  chbuf zraw;         /* zones staged by the loop, not encoded yet (rows[T_ZONES] of them) */
   uint32_t rows[T_COUNT];
   uint32_t done;       /* bit per table: already accepted by ClickHouse */
   uint64_t first_ms;   /* when its first row was staged */
@@ -118,13 +168,24 @@ typedef struct batch {
 static void batch_free(batch* b) {
   if (!b) return;
   for (int t = 0; t < T_COUNT; t++) free(b->seg[t].p);
+  free(b->zraw.p);
   free(b);
 }
 
+/* Bytes the batch holds in memory. */
 static size_t batch_bytes(const batch* b) {
-  size_t n = 0;
+  size_t n = b->zraw.len;
   for (int t = 0; t < T_COUNT; t++) n += b->seg[t].len;
   return n;
+}
+
+/* Table t's RowBinary rows: its segment, or for raw zones their encoding into `tmp`. */
+static const chbuf* table_rows(const batch* b, int t, chbuf* tmp) {
+  if (t != T_ZONES || !b->zraw.len) return &b->seg[t];
+  tmp->len = 0;
+  if (!buf_room(tmp, (size_t)b->rows[T_ZONES] * ZONE_ROW)) return NULL;
+  tmp->len = encode_zones(b->zraw.p, b->zraw.len, tmp->p);
+  return tmp;
 }
 
 /* =============================================================================================
@@ -173,6 +234,8 @@ struct tmk__ch {
   tmk__ch_stats st;
   batch* pool; /* sent batches kept for reuse: their pages stay mapped (no page faults) */
   uint32_t npool;
+  /* [sink thread] zones encoded for the request being sent (reused: no page faults) */
+  chbuf enc;
   pthread_t thread;
   int thread_started;
 };
@@ -198,6 +261,8 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
     b->seg[t].oom = 0;
     b->rows[t] = 0;
   }
+  b->zraw.len = 0;
+  b->zraw.oom = 0;
   b->done = 0;
   b->total_rows = 0;
   b->bytes = 0;
@@ -466,7 +531,8 @@ static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t b
  * ------------------------------------------------------------------------------------------- */
 #define SPILL_MAGIC "TMKCH001"
 
-static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int sync) {
+static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int sync,
+                       chbuf* enc) {
   char tmp[620];
   snprintf(b->path, sizeof b->path, "%s/%020llu-%06llu.tmkch", ch->spill_dir,
            (unsigned long long)tmk__unix_ns(), (unsigned long long)(seq % 1000000));
@@ -481,14 +547,19 @@ static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int 
   *size = 12;
   for (int t = 0; t < T_COUNT && ok; t++) {
     if (!b->rows[t] || (b->done & (1u << t))) continue;
+    const chbuf* rows = table_rows(b, t, enc);
+    if (!rows) {
+      ok = 0;
+      break;
+    }
     uint8_t hd[9];
-    uint32_t n = (uint32_t)b->seg[t].len;
+    uint32_t n = (uint32_t)rows->len;
     hd[0] = (uint8_t)t;
     memcpy(hd + 1, &b->rows[t], 4);
     memcpy(hd + 5, &n, 4);
     crc = tmk__crc32c(crc, hd, 9);
-    crc = tmk__crc32c(crc, b->seg[t].p, n);
-    ok = write(fd, hd, 9) == 9 && write(fd, b->seg[t].p, n) == (ssize_t)n;
+    crc = tmk__crc32c(crc, rows->p, n);
+    ok = write(fd, hd, 9) == 9 && write(fd, rows->p, n) == (ssize_t)n;
     *size += 9 + (uint64_t)n;
   }
   ok = ok && write(fd, &crc, 4) == 4 && (!sync || fdatasync(fd) == 0);
@@ -601,7 +672,18 @@ static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
     free(q.p);
     if (rc) return -1;
   }
-  return 0;
+  /* Tables made by the first version of the sink had zones.depth UInt16 (the store keeps 8 bits):
+   * narrow it, or RowBinary rows would not line up. */
+  snprintf(sql, sizeof sql,
+           "SELECT type FROM system.columns WHERE database = '%s' AND table = 'zones' AND "
+           "name = 'depth'",
+           ch->db);
+  chbuf type = {0};
+  int rc = http_post(ch, sql, NULL, 0, &type, 256, err, ecap);
+  if (rc == 0 && type.len >= 6 && memcmp(type.p, "UInt16", 6) == 0)
+    rc = http_post(ch, "ALTER TABLE zones MODIFY COLUMN depth UInt8", NULL, 0, NULL, 0, err, ecap);
+  free(type.p);
+  return rc ? -1 : 0;
 }
 
 /* Sends every table of the batch not yet accepted. Returns 0 when all are in. */
@@ -610,11 +692,16 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     if (!b->rows[t] || (b->done & (1u << t))) continue;
     char sql[96];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
-    if (http_post(ch, sql, b->seg[t].p, b->seg[t].len, NULL, 0, err, ecap)) return -1;
+    const chbuf* rows = table_rows(b, t, &ch->enc);
+    if (!rows) {
+      snprintf(err, ecap, "out of memory encoding a batch");
+      return -1;
+    }
+    if (http_post(ch, sql, rows->p, rows->len, NULL, 0, err, ecap)) return -1;
     b->done |= 1u << t;
     pthread_mutex_lock(&ch->mu);
     ch->st.rows_sent += b->rows[t];
-    ch->st.bytes_sent += b->seg[t].len;
+    ch->st.bytes_sent += rows->len;
     pthread_mutex_unlock(&ch->mu);
   }
   return 0;
@@ -625,11 +712,13 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
  * (a process crash keeps it, a power loss may not) so that ingest never waits for the disk. */
 static void spill_or_drop_locked(tmk__ch* ch, batch* b, int sync) {
   uint64_t seq = ++ch->spill_seq;
-  size_t sz = b->bytes + 64;
+  size_t sz = b->bytes - b->zraw.len + (size_t)b->rows[T_ZONES] * ZONE_ROW + 64;
   if (ch->disk_bytes + sz <= ch->spill_max) {
     pthread_mutex_unlock(&ch->mu);
     uint64_t written = 0;
-    int rc = spill_write(ch, b, seq, &written, sync);
+    chbuf loop_tmp = {0}; /* the loop's rare spill encodes zones into its own buffer */
+    int rc = spill_write(ch, b, seq, &written, sync, sync ? &ch->enc : &loop_tmp);
+    free(loop_tmp.p);
     pthread_mutex_lock(&ch->mu);
     if (rc == 0) {
       ch->disk_batches++;
@@ -795,7 +884,10 @@ static batch* stage(tmk__ch* ch) {
     }
     pthread_mutex_unlock(&ch->mu);
     ch->stage = b ? b : calloc(1, sizeof *ch->stage);
-    if (ch->stage) ch->stage->first_ms = mono_ms();
+    if (!ch->stage) return NULL;
+    ch->stage->first_ms = mono_ms();
+    /* room for a full batch of zones (16 bytes + run headers each) up front: no reallocs */
+    buf_room(&ch->stage->zraw, ch->batch_bytes / ZONE_ROW * 20 + 65536);
   }
   return ch->stage;
 }
@@ -805,7 +897,7 @@ static void seal(tmk__ch* ch) {
   if (!b) return;
   ch->stage = NULL;
   b->bytes = batch_bytes(b);
-  int oom = 0;
+  int oom = b->zraw.oom;
   for (int t = 0; t < T_COUNT; t++) oom |= b->seg[t].oom;
   pthread_mutex_lock(&ch->mu);
   if (oom) {
@@ -841,28 +933,34 @@ static inline void after_row(tmk__ch* ch, batch* b, int table) {
   if (b->seg[table].len >= ch->batch_bytes) seal(ch);
 }
 
-static void tap_zone(void* ud, const tmk_relay_zone* z) {
+/* [loop] A run of zones: copied raw behind a header; the sink thread encodes them. */
+static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
+                      uint32_t n) {
   tmk__ch_sess* cs = ud;
   tmk__ch* ch = cs->ch;
-  batch* b = row(ch, T_ZONES);
+  batch* b = stage(ch);
   if (!b) return;
-  chbuf* o = &b->seg[T_ZONES];
-  if (!buf_room(o, 47)) return;
-  uint8_t* p = o->p + o->len;
-  uint64_t n = cs->zones++;
-  uint16_t depth = (uint16_t)(z->depth > 65535 ? 65535 : z->depth);
-  uint8_t marker = (z->flags & TMK_RELAY_ZONE_MARKER) ? 1 : 0;
-  memcpy(p, &cs->day, 2);
-  memcpy(p + 2, &cs->sid, 8);
-  memcpy(p + 10, &n, 8);
-  memcpy(p + 18, &z->thread, 4);
-  memcpy(p + 22, &z->site, 4);
-  memcpy(p + 26, &z->start_ns, 8);
-  memcpy(p + 34, &z->dur_ns, 8);
-  memcpy(p + 42, &depth, 2);
-  p[44] = marker;
-  o->len += 45;
-  after_row(ch, b, T_ZONES);
+  b->rows[T_ZONES] += n;
+  b->total_rows += n;
+  zrun h;
+  memset(&h, 0, sizeof h);
+  h.sid = cs->sid;
+  h.n0 = cs->zones;
+  h.base = base;
+  h.freq = freq;
+  h.thread = thread;
+  h.count = n;
+  h.day = cs->day;
+  cs->zones += n;
+  chbuf* o = &b->zraw;
+  size_t need = sizeof h + (size_t)n * sizeof(tmk__tap_zrec);
+  if (buf_room(o, need)) { /* else counted as dropped when sealed */
+    memcpy(o->p + o->len, &h, sizeof h);
+    memcpy(o->p + o->len + sizeof h, recs, (size_t)n * sizeof(tmk__tap_zrec));
+    o->len += need;
+  }
+  if ((uint64_t)b->rows[T_ZONES] * ZONE_ROW >= ch->batch_bytes || o->len >= ch->batch_bytes)
+    seal(ch);
 }
 
 static uint64_t frame_dur(tmk__ch_sess* cs, uint32_t thread, uint32_t site, uint64_t t) {
@@ -950,7 +1048,7 @@ int tmk__ch_session_attach(tmk__ch* ch, tmk__session* s) {
   cs->ch = ch;
   cs->sid = s->sid;
   cs->day = (uint16_t)(s->info.created_unix_ns / 1000000000ull / 86400ull);
-  tmk__store_tap tap = {tap_zone, tap_event, tap_site, tap_thread, cs};
+  tmk__store_tap tap = {tap_zones, tap_event, tap_site, tap_thread, cs};
   pthread_mutex_lock(&s->mu);
   s->ch = cs;
   tmk__store_set_tap(s->store, &tap);
@@ -1103,6 +1201,7 @@ void tmk__ch_free(tmk__ch* ch) {
     pthread_join(ch->thread, NULL);
   }
   batch_free(ch->stage);
+  free(ch->enc.p);
   while (ch->pool) {
     batch* b = ch->pool;
     ch->pool = b->next;
