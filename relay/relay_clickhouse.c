@@ -141,7 +141,7 @@ typedef struct zrun {
 } zrun; /* then count tmk__tap_zrec */
 
 #define ZONE_ROW 44             /* bytes of one zones row in RowBinary */
-#define ZONE_PIECE (256u << 10) /* zones are encoded and sent in pieces this big (stay in cache) */
+#define ZONE_PIECE (256u << 10) /* spill files get zones encoded in pieces this big */
 
 /* Encoder state over a batch's raw zone runs. */
 typedef struct zenc {
@@ -157,8 +157,34 @@ static void zenc_init(zenc* e, const uint8_t* raw, size_t len) {
   e->len = len;
 }
 
-/* Encodes the next zones as RowBinary rows into out (room for cap bytes). Returns the bytes
- * written, 0 when every zone is. */
+/* One zones row (ZONE_ROW bytes) at p: straight stores, no branches but the tick conversion. */
+static inline void put_zone_row(uint8_t* p, const zrun* h, const uint8_t* rec, uint64_t n,
+                                int exact) {
+  tmk__tap_zrec r;
+  memcpy(&r, rec, sizeof r);
+  uint64_t start = h->base + (uint64_t)(int64_t)r.start_off;
+  uint64_t dur = r.dur_lo | (uint64_t)r.dur_hi << 32;
+  uint64_t start_ns = start, dur_ns = dur;
+  if (!exact) {
+    start_ns = tmk_proto_ticks_to_ns(start, h->freq);
+    dur_ns = tmk_proto_ticks_to_ns(start + dur, h->freq) - start_ns;
+  }
+  memcpy(p, &h->day, 2);
+  memcpy(p + 2, &h->sid, 8);
+  memcpy(p + 10, &n, 8);
+  memcpy(p + 18, &h->thread, 4);
+  memcpy(p + 22, &r.site, 4);
+  memcpy(p + 26, &start_ns, 8);
+  memcpy(p + 34, &dur_ns, 8);
+  p[42] = r.depth;
+  p[43] = (uint8_t)(r.flags & TMK_RELAY_ZONE_MARKER ? 1 : 0);
+}
+
+/* ticks are ns: no conversion */
+static inline int run_exact(const zrun* h) { return h->freq == 0 || h->freq == 1000000000ull; }
+
+/* Encodes the next zones as RowBinary rows into out (room for cap bytes), in staging order.
+ * Returns the bytes written, 0 when every zone is. */
 static size_t zenc_next(zenc* e, uint8_t* out, size_t cap) {
   uint8_t* p = out;
   size_t room = cap / ZONE_ROW;
@@ -175,32 +201,94 @@ static size_t zenc_next(zenc* e, uint8_t* out, size_t cap) {
     const uint8_t* z = e->raw + e->i;
     const zrun h = e->h;
     uint64_t n = h.n0 + e->k;
-    int exact = h.freq == 0 || h.freq == 1000000000ull; /* ticks are ns */
-    for (uint32_t k = 0; k < m; k++, z += sizeof(tmk__tap_zrec), p += ZONE_ROW, n++) {
-      tmk__tap_zrec r;
-      memcpy(&r, z, sizeof r);
-      uint64_t start = h.base + (uint64_t)(int64_t)r.start_off;
-      uint64_t dur = r.dur_lo | (uint64_t)r.dur_hi << 32;
-      uint64_t start_ns = start, dur_ns = dur;
-      if (!exact) {
-        start_ns = tmk_proto_ticks_to_ns(start, h.freq);
-        dur_ns = tmk_proto_ticks_to_ns(start + dur, h.freq) - start_ns;
-      }
-      memcpy(p, &h.day, 2);
-      memcpy(p + 2, &h.sid, 8);
-      memcpy(p + 10, &n, 8);
-      memcpy(p + 18, &h.thread, 4);
-      memcpy(p + 22, &r.site, 4);
-      memcpy(p + 26, &start_ns, 8);
-      memcpy(p + 34, &dur_ns, 8);
-      p[42] = r.depth;
-      p[43] = (uint8_t)(r.flags & TMK_RELAY_ZONE_MARKER ? 1 : 0);
-    }
+    int exact = run_exact(&h);
+    for (uint32_t k = 0; k < m; k++, z += sizeof(tmk__tap_zrec), p += ZONE_ROW, n++)
+      put_zone_row(p, &h, z, n, exact);
     e->i += (size_t)m * sizeof(tmk__tap_zrec);
     e->k += m;
     room -= m;
   }
   return (size_t)(p - out);
+}
+
+/* Sorting a batch's zones by (session, site, n) — the tables' ORDER BY — before they are sent:
+ * ClickHouse then skips its own sort of the inserted block, which is most of its INSERT cost
+ * (18.16, measured: 2.1 M rows/s unsorted, 4.7 M rows/s sorted, one INSERT at a time). A
+ * counting sort: each zone's (session, site) bucket is found once in a hash table (pass 1),
+ * buckets are ordered, and the rows are encoded straight into their final place (pass 2). */
+typedef struct zsort {
+  struct zkey {
+    uint64_t sid;
+    uint32_t site, id; /* id: bucket, UINT32_MAX = empty */
+  } * tab;
+  uint32_t tcap, nb;   /* table size (power of two), buckets */
+  struct zbucket {
+    uint64_t sid;
+    uint32_t site, count; /* count, then the next row's place */
+  } * bk;
+  uint32_t bcap;
+  uint32_t* rank; /* buckets in (sid, site) order */
+  uint32_t* order; /* bucket of each zone, in staging order */
+  size_t ocap;
+} zsort;
+
+static inline uint32_t zkey_hash(uint64_t sid, uint32_t site) {
+  uint64_t h = (sid ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull)) * 0xC2B2AE3D27D4EB4Full;
+  return (uint32_t)(h >> 32);
+}
+
+static int zsort_grow(zsort* z) {
+  uint32_t ncap = z->tcap ? z->tcap * 2 : 1024;
+  struct zkey* nt = malloc((size_t)ncap * sizeof *nt);
+  if (!nt) return -1;
+  for (uint32_t i = 0; i < ncap; i++) nt[i].id = UINT32_MAX;
+  for (uint32_t i = 0; i < z->tcap; i++) {
+    if (z->tab[i].id == UINT32_MAX) continue;
+    uint32_t h = zkey_hash(z->tab[i].sid, z->tab[i].site) & (ncap - 1);
+    while (nt[h].id != UINT32_MAX) h = (h + 1) & (ncap - 1);
+    nt[h] = z->tab[i];
+  }
+  free(z->tab);
+  z->tab = nt;
+  z->tcap = ncap;
+  return 0;
+}
+
+/* The bucket of (sid, site), made if new. UINT32_MAX when out of memory. */
+static inline uint32_t zsort_bucket(zsort* z, uint64_t sid, uint32_t site) {
+  uint32_t h = zkey_hash(sid, site) & (z->tcap - 1);
+  for (;;) {
+    struct zkey* e = &z->tab[h];
+    if (e->id == UINT32_MAX) break;
+    if (e->sid == sid && e->site == site) return e->id;
+    h = (h + 1) & (z->tcap - 1);
+  }
+  if ((z->nb + 1) * 2 > z->tcap || z->nb == z->bcap) {
+    if (z->nb == z->bcap) {
+      uint32_t nc = z->bcap ? z->bcap * 2 : 1024;
+      struct zbucket* nb = realloc(z->bk, (size_t)nc * sizeof *nb);
+      if (!nb) return UINT32_MAX;
+      z->bk = nb;
+      z->bcap = nc;
+    }
+    if ((z->nb + 1) * 2 > z->tcap && zsort_grow(z)) return UINT32_MAX;
+    return zsort_bucket(z, sid, site);
+  }
+  z->tab[h].sid = sid;
+  z->tab[h].site = site;
+  z->tab[h].id = z->nb;
+  z->bk[z->nb].sid = sid;
+  z->bk[z->nb].site = site;
+  z->bk[z->nb].count = 0;
+  return z->nb++;
+}
+
+static const struct zbucket* g_sort_bk; /* qsort has no context argument; sink thread only */
+static int bucket_cmp(const void* a, const void* b) {
+  const struct zbucket* x = &g_sort_bk[*(const uint32_t*)a];
+  const struct zbucket* y = &g_sort_bk[*(const uint32_t*)b];
+  if (x->sid != y->sid) return x->sid < y->sid ? -1 : 1;
+  return x->site < y->site ? -1 : x->site > y->site;
 }
 
 typedef struct batch {
@@ -235,6 +323,69 @@ static int table_raw(const batch* b, int t) { return t == T_ZONES && b->zraw.len
 /* Bytes of table t's RowBinary rows. */
 static size_t table_len(const batch* b, int t) {
   return table_raw(b, t) ? (size_t)b->rows[T_ZONES] * ZONE_ROW : b->seg[t].len;
+}
+
+/* Encodes all raw zones of the batch into out, sorted by (session, site, n). Returns the bytes
+ * written (rows * ZONE_ROW), 0 when out of memory. [sink thread] */
+static size_t encode_sorted(zsort* z, const batch* b, chbuf* out) {
+  size_t rows = b->rows[T_ZONES];
+  const uint8_t* raw = b->zraw.p;
+  size_t len = b->zraw.len;
+  out->len = 0;
+  if (!buf_reserve_big(out, rows * ZONE_ROW)) return 0;
+  if (z->ocap < rows) {
+    uint32_t* no = realloc(z->order, rows * sizeof *no);
+    if (!no) return 0;
+    z->order = no;
+    z->ocap = rows;
+  }
+  if (!z->tcap && zsort_grow(z)) return 0;
+  for (uint32_t i = 0; i < z->tcap; i++) z->tab[i].id = UINT32_MAX;
+  z->nb = 0;
+  /* pass 1: the bucket of every zone, and the buckets' sizes */
+  size_t j = 0;
+  for (size_t i = 0; i + sizeof(zrun) <= len;) {
+    zrun h;
+    memcpy(&h, raw + i, sizeof h);
+    i += sizeof h;
+    if (h.count > rows - j) return 0; /* cannot happen: rows counts every staged zone */
+    for (uint32_t k = 0; k < h.count; k++, i += sizeof(tmk__tap_zrec)) {
+      uint32_t site;
+      memcpy(&site, raw + i + offsetof(tmk__tap_zrec, site), 4);
+      uint32_t id = zsort_bucket(z, h.sid, site);
+      if (id == UINT32_MAX) return 0;
+      z->bk[id].count++;
+      z->order[j++] = id;
+    }
+  }
+  if (j != rows) return 0;
+  /* buckets in key order; each one's count becomes its first row's place */
+  uint32_t* nr = realloc(z->rank, (size_t)(z->nb ? z->nb : 1) * sizeof *nr);
+  if (!nr) return 0;
+  z->rank = nr;
+  for (uint32_t i = 0; i < z->nb; i++) z->rank[i] = i;
+  g_sort_bk = z->bk;
+  qsort(z->rank, z->nb, sizeof *z->rank, bucket_cmp);
+  uint32_t at = 0;
+  for (uint32_t r = 0; r < z->nb; r++) {
+    struct zbucket* bk = &z->bk[z->rank[r]];
+    uint32_t c = bk->count;
+    bk->count = at;
+    at += c;
+  }
+  /* pass 2: every row straight into its place (n grows within a bucket: staging order) */
+  j = 0;
+  for (size_t i = 0; i + sizeof(zrun) <= len;) {
+    zrun h;
+    memcpy(&h, raw + i, sizeof h);
+    i += sizeof h;
+    int exact = run_exact(&h);
+    for (uint32_t k = 0; k < h.count; k++, i += sizeof(tmk__tap_zrec), j++)
+      put_zone_row(out->p + (size_t)z->bk[z->order[j]].count++ * ZONE_ROW, &h, raw + i,
+                   h.n0 + k, exact);
+  }
+  out->len = rows * ZONE_ROW;
+  return out->len;
 }
 
 /* =============================================================================================
@@ -285,6 +436,7 @@ struct tmk__ch {
   uint32_t npool;
   /* [sink thread] zones encoded for the request being sent (reused: no page faults) */
   chbuf enc;
+  zsort zs;
   pthread_t thread;
   int thread_started;
 };
@@ -458,12 +610,10 @@ static int send_all(int fd, const uint8_t* p, size_t n) {
   return 0;
 }
 
-/* POSTs `sql` (in the URL) with `body`, or, with zbody, blen bytes of zones encoded piece by
- * piece into piece (room for ZONE_PIECE). Returns 0 on HTTP 200 (the response body, up to rcap,
+/* POSTs `sql` (in the URL) with `body`. Returns 0 on HTTP 200 (the response body, up to rcap,
  * in resp when given), -1 with a sentence in err. */
 static int http_post_to(tmk__ch* ch, const char* params, const char* sql, const uint8_t* body,
-                        size_t blen, zenc* zbody, chbuf* piece, chbuf* resp, size_t rcap,
-                        char* err, size_t ecap) {
+                        size_t blen, chbuf* resp, size_t rcap, char* err, size_t ecap) {
   chbuf req = {0};
   char head[256];
   put(&req, "POST /?", 7);
@@ -487,21 +637,7 @@ static int http_post_to(tmk__ch* ch, const char* params, const char* sql, const 
   }
   int rc = send_all(fd, req.p, req.len);
   free(req.p);
-  if (rc == 0 && zbody) {
-    /* encode a piece, send it while it is in cache, repeat */
-    size_t k, sent = 0;
-    while (rc == 0 && (k = zenc_next(zbody, piece->p, ZONE_PIECE)) > 0) {
-      rc = send_all(fd, piece->p, k);
-      sent += k;
-    }
-    if (rc == 0 && sent != blen) {
-      snprintf(err, ecap, "internal error: encoded %zu bytes of %zu", sent, blen);
-      close(fd);
-      return -1;
-    }
-  } else if (rc == 0 && blen) {
-    rc = send_all(fd, body, blen);
-  }
+  if (rc == 0 && blen) rc = send_all(fd, body, blen);
   if (rc) {
     snprintf(err, ecap, "sending to ClickHouse: %s", strerror(errno));
     close(fd);
@@ -587,7 +723,7 @@ static int http_post_to(tmk__ch* ch, const char* params, const char* sql, const 
 
 static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t blen, chbuf* resp,
                      size_t rcap, char* err, size_t ecap) {
-  return http_post_to(ch, ch->params, sql, body, blen, NULL, NULL, resp, rcap, err, ecap);
+  return http_post_to(ch, ch->params, sql, body, blen, resp, rcap, err, ecap);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -734,7 +870,7 @@ static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
   char sql[1024];
   /* CREATE DATABASE goes to the "default" database: the URL's may not exist yet. */
   snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->db);
-  if (http_post_to(ch, "database=default", sql, NULL, 0, NULL, NULL, NULL, 0, err, ecap)) return -1;
+  if (http_post_to(ch, "database=default", sql, NULL, 0, NULL, 0, err, ecap)) return -1;
   for (int t = 0; t < T_COUNT; t++) {
     chbuf q = {0};
     put(&q, "CREATE TABLE IF NOT EXISTS ", 27);
@@ -766,15 +902,15 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     char sql[96];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
     size_t len = table_len(b, t);
-    zenc e;
-    zenc_init(&e, b->zraw.p, b->zraw.len);
-    if (table_raw(b, t) && !buf_room(&ch->enc, ZONE_PIECE)) {
-      snprintf(err, ecap, "out of memory encoding a batch");
-      return -1;
+    const uint8_t* body = b->seg[t].p;
+    if (table_raw(b, t)) {
+      if (encode_sorted(&ch->zs, b, &ch->enc) != len) {
+        snprintf(err, ecap, "out of memory encoding a batch");
+        return -1;
+      }
+      body = ch->enc.p;
     }
-    if (http_post_to(ch, ch->params, sql, b->seg[t].p, len, table_raw(b, t) ? &e : NULL,
-                     &ch->enc, NULL, 0, err, ecap))
-      return -1;
+    if (http_post(ch, sql, body, len, NULL, 0, err, ecap)) return -1;
     b->done |= 1u << t;
     pthread_mutex_lock(&ch->mu);
     ch->st.rows_sent += b->rows[t];
@@ -1279,6 +1415,10 @@ void tmk__ch_free(tmk__ch* ch) {
   }
   batch_free(ch->stage);
   free(ch->enc.p);
+  free(ch->zs.tab);
+  free(ch->zs.bk);
+  free(ch->zs.rank);
+  free(ch->zs.order);
   while (ch->pool) {
     batch* b = ch->pool;
     ch->pool = b->next;
@@ -1504,8 +1644,8 @@ int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* u
            "%s&readonly=2&max_execution_time=30&output_format_json_quote_64bit_integers=0",
            ch->params);
   chbuf resp = {0};
-  int rc = http_post_to(ch, params, (const char*)q.p, NULL, 0, NULL, NULL, &resp,
-                        HIST_MAX_ANSWER, err, ecap);
+  int rc = http_post_to(ch, params, (const char*)q.p, NULL, 0, &resp, HIST_MAX_ANSWER, err,
+                        ecap);
   free(q.p);
   if (rc) {
     free(resp.p);
