@@ -227,7 +227,7 @@ typedef struct zsort {
     uint32_t site, count; /* count, then the next row's place */
   } * bk;
   uint32_t bcap;
-  uint32_t* rank; /* buckets in (sid, site) order */
+  struct zkey* rank; /* buckets in (sid, site) order */
   uint32_t* order; /* bucket of each zone, in staging order */
   size_t ocap;
 } zsort;
@@ -283,10 +283,9 @@ static inline uint32_t zsort_bucket(zsort* z, uint64_t sid, uint32_t site) {
   return z->nb++;
 }
 
-static const struct zbucket* g_sort_bk; /* qsort has no context argument; sink thread only */
-static int bucket_cmp(const void* a, const void* b) {
-  const struct zbucket* x = &g_sort_bk[*(const uint32_t*)a];
-  const struct zbucket* y = &g_sort_bk[*(const uint32_t*)b];
+static int zkey_cmp(const void* a, const void* b) {
+  const struct zkey* x = a;
+  const struct zkey* y = b;
   if (x->sid != y->sid) return x->sid < y->sid ? -1 : 1;
   return x->site < y->site ? -1 : x->site > y->site;
 }
@@ -360,15 +359,18 @@ static size_t encode_sorted(zsort* z, const batch* b, chbuf* out) {
   }
   if (j != rows) return 0;
   /* buckets in key order; each one's count becomes its first row's place */
-  uint32_t* nr = realloc(z->rank, (size_t)(z->nb ? z->nb : 1) * sizeof *nr);
+  struct zkey* nr = realloc(z->rank, (size_t)(z->nb ? z->nb : 1) * sizeof *nr);
   if (!nr) return 0;
   z->rank = nr;
-  for (uint32_t i = 0; i < z->nb; i++) z->rank[i] = i;
-  g_sort_bk = z->bk;
-  qsort(z->rank, z->nb, sizeof *z->rank, bucket_cmp);
+  for (uint32_t i = 0; i < z->nb; i++) {
+    z->rank[i].sid = z->bk[i].sid;
+    z->rank[i].site = z->bk[i].site;
+    z->rank[i].id = i;
+  }
+  qsort(z->rank, z->nb, sizeof *z->rank, zkey_cmp);
   uint32_t at = 0;
   for (uint32_t r = 0; r < z->nb; r++) {
-    struct zbucket* bk = &z->bk[z->rank[r]];
+    struct zbucket* bk = &z->bk[z->rank[r].id];
     uint32_t c = bk->count;
     bk->count = at;
     at += c;
