@@ -4,7 +4,6 @@
  * ClickHouse is down or slow (and resending from it, also after a restart). Rows carry keys that
  * make a resent batch collapse in ReplacingMergeTree tables. Also the fixed history queries. */
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE /* madvise(MADV_HUGEPAGE) */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +14,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -82,29 +80,6 @@ static int buf_room(chbuf* b, size_t n) {
   b->cap = ncap;
   return 1;
 }
-/* Makes an empty buffer hold at least n bytes in memory aligned to 2 MiB and, where the kernel
- * has them, backed by transparent huge pages: a staging buffer is written once, front to back,
- * and 4 KiB page faults cost more than filling it (perf: clear_page and the fault path were a
- * quarter of the loop thread's time with the sink). Returns 0 on failure (oom set). */
-static int buf_reserve_big(chbuf* b, size_t n) {
-  if (b->cap >= n) return 1;
-  if (b->oom || b->len) return buf_room(b, n - b->len);
-  size_t huge = (size_t)2 << 20;
-  size_t cap = (n + huge - 1) / huge * huge;
-  void* np = NULL;
-  if (posix_memalign(&np, huge, cap) != 0) {
-    b->oom = 1;
-    return 0;
-  }
-#ifdef MADV_HUGEPAGE
-  madvise(np, cap, MADV_HUGEPAGE);
-#endif
-  free(b->p);
-  b->p = np;
-  b->cap = cap;
-  return 1;
-}
-
 static inline void put(chbuf* b, const void* v, size_t n) {
   if (!buf_room(b, n)) return;
   memcpy(b->p + b->len, v, n);
@@ -331,7 +306,7 @@ static size_t encode_sorted(zsort* z, const batch* b, chbuf* out) {
   const uint8_t* raw = b->zraw.p;
   size_t len = b->zraw.len;
   out->len = 0;
-  if (!buf_reserve_big(out, rows * ZONE_ROW)) return 0;
+  if (!buf_room(out, rows * ZONE_ROW)) return 0;
   if (z->ocap < rows) {
     uint32_t* no = realloc(z->order, rows * sizeof *no);
     if (!no) return 0;
@@ -1101,8 +1076,9 @@ static batch* stage(tmk__ch* ch) {
     ch->stage = b ? b : calloc(1, sizeof *ch->stage);
     if (!ch->stage) return NULL;
     ch->stage->first_ms = mono_ms();
-    /* room for a full batch of zones (16 bytes + run headers each) up front: no reallocs */
-    buf_reserve_big(&ch->stage->zraw, ch->batch_bytes / ZONE_ROW * 20 + 65536);
+    /* room for a full batch of zones (16 bytes + run headers each) up front: no reallocs
+     * (transparent huge pages for it were tried: under load, clearing them cost more) */
+    buf_room(&ch->stage->zraw, ch->batch_bytes / ZONE_ROW * 20 + 65536);
   }
   return ch->stage;
 }
