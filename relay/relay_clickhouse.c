@@ -1,6 +1,7 @@
-/* relay_clickhouse.c — the ClickHouse history sink (docs/CLICKHOUSE.md): session taps encode rows
- * as RowBinary into a staging batch on the loop thread; sealed batches go to a bounded memory
- * queue that the sink thread sends with HTTP POSTs, spilling to a bounded directory when
+/* relay_clickhouse.c — the ClickHouse history sink (docs/CLICKHOUSE.md): session taps stage rows
+ * into a batch on the loop thread (zones as the store's raw records, the rest as RowBinary);
+ * sealed batches go to a bounded memory queue; the sink thread encodes the zones (sorted by the
+ * table's key) and sends every table with an HTTP POST, spilling to a bounded directory when
  * ClickHouse is down or slow (and resending from it, also after a restart). Rows carry keys that
  * make a resent batch collapse in ReplacingMergeTree tables. Also the fixed history queries. */
 #define _POSIX_C_SOURCE 200809L
@@ -1077,7 +1078,7 @@ static batch* stage(tmk__ch* ch) {
     if (!ch->stage) return NULL;
     ch->stage->first_ms = mono_ms();
     /* room for a full batch of zones (16 bytes + run headers each) up front: no reallocs
-     * (transparent huge pages for it were tried: under load, clearing them cost more) */
+     * (2 MiB-aligned buffers, for transparent huge pages, were tried: docs/SCALE.md) */
     buf_room(&ch->stage->zraw, ch->batch_bytes / ZONE_ROW * 20 + 65536);
   }
   return ch->stage;
