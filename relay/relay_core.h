@@ -211,10 +211,23 @@ void tmk__store_live_detach(tmk__store* st);
 int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* out, size_t cap,
                          uint64_t* skipped);
 /* A tap sees every zone (paired markers included), frame, plot, message, site descriptor and
- * thread name as the store accepts it, times in ns (the history sink, relay_clickhouse.c). Strings
- * are valid during the call only. Called with the caller's lock held: copy, never block. */
+ * thread name as the store accepts it (the history sink, relay_clickhouse.c). Zones come as runs
+ * of the store's own records, in ticks; events with times in ns. Pointers are valid during the
+ * call only. Called with the caller's lock held: copy, never block. */
+typedef struct tmk__tap_zrec { /* the store's 16-byte zone record, as the tap receives it */
+  int32_t start_off;           /* ticks after the run's base */
+  uint32_t dur_lo;             /* duration in ticks: dur_lo | dur_hi << 32 */
+  uint32_t site;
+  uint16_t dur_hi;
+  uint8_t depth;               /* clamped to 255 */
+  uint8_t flags;               /* TMK_RELAY_ZONE_* */
+} tmk__tap_zrec;
 typedef struct tmk__store_tap {
-  void (*zone)(void* ud, const tmk_relay_zone* z);
+  /* n zones of one thread, in decode order: `recs` holds n tmk__tap_zrec (16 bytes each, maybe
+   * unaligned: memcpy them); start = base + start_off ticks; ns = tmk_proto_ticks_to_ns(ticks,
+   * freq), or ticks when freq is 0 (no HELLO yet). */
+  void (*zones)(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
+                uint32_t n);
   void (*event)(void* ud, const tmk_relay_event* e); /* FRAME, PLOT, MESSAGE only */
   void (*site)(void* ud, const tmk_relay_site* s);
   void (*thread)(void* ud, uint32_t thread, const char* name, uint32_t len);

@@ -1,6 +1,7 @@
 /* relay_store.c — the per-session store: decodes DATA packets with protocol/ and keeps zones and
  * events in per-thread chunk series indexed by time, plus site, thread and team tables, a memory
  * budget (oldest chunks evicted first, counted) and the live broadcast ring for followers. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,12 @@ typedef struct zrec {
   uint8_t depth;
   uint8_t flags;
 } zrec;
+/* The history tap (tmk__store_tap.zones) receives runs of these as tmk__tap_zrec. */
+typedef char zrec_is_tap_zrec[sizeof(zrec) == sizeof(tmk__tap_zrec) &&
+                                      offsetof(zrec, dur_hi) == offsetof(tmk__tap_zrec, dur_hi) &&
+                                      offsetof(zrec, flags) == offsetof(tmk__tap_zrec, flags)
+                                  ? 1
+                                  : -1];
 
 /* A stored event: this header, then an 8-byte value for plots, then text; padded to 4 bytes. */
 typedef struct erec {
@@ -511,32 +518,8 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   note_time(st, start, start + dur);
   st->zones++;
   if (st->ring) live_zone(st, t->id, start, dur, site_id, depth, flags);
-  if (st->tap.zone) {
-    tmk_relay_zone tz;
-    tz.start_ns = to_ns(st, start);
-    tz.dur_ns = to_ns(st, start + dur) - tz.start_ns;
-    tz.thread = t->id;
-    tz.site = site_id;
-    tz.depth = depth;
-    tz.flags = flags;
-    st->tap.zone(st->tap.ud, &tz);
-  }
+  if (st->tap.zones) st->tap.zones(st->tap.ud, t->id, c->base, st->freq, z, 1);
   return 0;
-}
-
-/* A stored zone to the live ring and the history sink, when either is there. */
-static void follow_zone(tmk__store* st, const thread* t, const tmk_proto_zone* q, uint64_t dur) {
-  if (st->ring) live_zone(st, t->id, q->start, dur, q->site, q->depth, 0);
-  if (st->tap.zone) { /* history sink: the same zone as stored */
-    tmk_relay_zone tz;
-    tz.start_ns = to_ns(st, q->start);
-    tz.dur_ns = to_ns(st, q->start + dur) - tz.start_ns;
-    tz.thread = t->id;
-    tz.site = q->site;
-    tz.depth = q->depth;
-    tz.flags = 0;
-    st->tap.zone(st->tap.ud, &tz);
-  }
 }
 
 /* Stores n decoded zones of thread t: the chunk's bookkeeping (count, time range, the store's
@@ -559,7 +542,7 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
     /* In locals: the byte-wide stores below may alias anything, which would reload these from
      * memory every zone. */
     const uint64_t base = c->base;
-    const int follow = st->ring || st->tap.zone;
+    const int follow = st->ring != NULL;
     uint64_t lo = c->tmin, hi = c->tmax;
     uint32_t k = 0, room = (uint32_t)(c->cap / sizeof(zrec)) - c->count;
     for (; k < room && i < n; k++, i++) {
@@ -577,8 +560,10 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
       z[k] = r;
       if (start < lo) lo = start;
       if (start + dur > hi) hi = start + dur;
-      if (follow) follow_zone(st, t, q, dur);
+      if (follow) live_zone(st, t->id, start, dur, q->site, q->depth, 0);
     }
+    /* history sink: the zones as stored, one call per run */
+    if (st->tap.zones && k) st->tap.zones(st->tap.ud, t->id, c->base, st->freq, z, k);
     c->count += k;
     c->tmin = lo;
     c->tmax = hi;

@@ -5,7 +5,9 @@ clickhouse-server (Debian's, started here in a temporary directory on free ports
                              (one relay, TCP targets sending flat out)
   RESULT relay_cpu_overhead  relay CPU seconds (all threads) with the sink / without it, same load
   RESULT fanin_zones_per_s   8 relays, one target each, into the same ClickHouse
-Figures are measured in this one run on this machine; docs/SCALE.md says what they mean.
+Relay CPU is the sum over its threads of /proc/PID/task/*/schedstat (ns), read once ClickHouse
+holds every zone. Figures are measured in this one run on this machine; docs/SCALE.md says what
+they mean.
 Usage: tmk-bench-clickhouse [--zones-per-target N] [--targets N] [--keep DIR]"""
 import argparse
 import json
@@ -30,9 +32,18 @@ PROCS = []  # relays started, killed at the end whatever happened
 
 
 def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of every thread of pid: the sum of /proc/PID/task/*/schedstat (ns; the relay's
+    threads live as long as it does), else utime + stime (whole clock ticks, 10 ms)."""
+    try:
+        ns = 0
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                ns += int(f.read().split()[0])
+        return ns / 1e9
+    except (OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Relay:
@@ -89,19 +100,34 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_se
         out = p.communicate(timeout=timeout)[0].decode(errors="replace")
         if p.returncode != 0:
             print("a target failed (its zones so far count): " + out.strip()[-200:])
+    def rows():
+        if not ch.scalar("SELECT count() FROM system.parts WHERE database = 'telemark' AND "
+                         "table = 'zones'"):
+            return 0
+        return ch.scalar("SELECT count() FROM zones")
+    # ClickHouse's row count is sampled every 20 ms from here on, also while the relays' counts
+    # settle, so that the time is when ClickHouse had every zone, not when this script looked.
+    samples = []
     stored, prev = -1, -2
     while stored != prev:  # the last TCP bytes are read and decoded: the count settles
         prev = stored
-        time.sleep(0.3)
+        until = time.time() + 0.3
+        while time.time() < until:
+            if ch is not None:
+                samples.append((time.time(), rows()))
+            time.sleep(0.02)
         stored = sum(r.zones() for r in relays)
     end = t0 + timeout
-    while time.time() < end:
-        if ch is None or (ch.scalar("SELECT count() FROM system.parts WHERE database = "
-                                    "'telemark' AND table = 'zones'") and
-                          ch.scalar("SELECT count() FROM zones") >= base + stored):
-            break
-        time.sleep(0.02)
-    secs = time.time() - t0
+    done = time.time()
+    if ch is not None:
+        done = next((t for t, n in samples if n >= base + stored), None)
+        while done is None and time.time() < end:
+            if rows() >= base + stored:
+                done = time.time()
+            else:
+                time.sleep(0.02)
+        done = done or time.time()
+    secs = done - t0
     return stored, secs, [cpu_seconds(r.proc.pid) for r in relays]
 
 

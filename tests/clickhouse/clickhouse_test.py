@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """clickhouse_test.py — the history sink against the real Debian clickhouse-server, started by the
 test in a temporary directory on free ports (chserver.py). Cases:
-  counts     relay + demo targets (two builds): rows in ClickHouse equal the relay's own counts
+  counts     relay + demo targets (two builds): rows in ClickHouse equal the relay's own counts,
+             and each zone row equals the relay's own zone field by field
   ch_kill    ClickHouse killed mid-stream, started again: exact counts, no duplicates
   relay_kill relay killed (SIGKILL) with spilled batches, started again: they are sent
   history    the relay's history queries (/api/history/*) on that data
@@ -69,6 +70,26 @@ def ch_zones(ch, final=True):
     return {int(a): int(b) for a, b in (l.split("\t") for l in rows.split("\n") if l)}
 
 
+def check_rows(ch, relay, sid):
+    """Every zone row of session sid equals the relay's own zone field by field, and n numbers
+    the session's zones 0..count-1 (the rows are encoded apart from the store: relay_clickhouse.c
+    encodes the store's raw records on its own thread)."""
+    z = relay.api(f"/api/sessions/{sid:016x}/zones?limit=1000000")
+    eq(z["truncated"], False, "relay zones truncated")
+    mine = sorted((r[0], r[1], r[2], r[3], r[4], r[5] & 1) for r in z["zones"])
+    rows = ch.query("SELECT start_ns, dur_ns, thread, site, depth, marker FROM zones FINAL "
+                    f"WHERE session = {sid} FORMAT TSV")
+    got = sorted(tuple(int(x) for x in l.split("\t")) for l in rows.split("\n") if l)
+    eq(len(got), len(mine), f"zone rows of {sid:016x}")
+    diff = next((i for i, (a, b) in enumerate(zip(got, mine)) if a != b), None)
+    if diff is not None:
+        fail(f"zone rows of {sid:016x} differ from the relay's zones (start_ns, dur_ns, thread, "
+             f"site, depth, marker): ClickHouse {got[diff]}, relay {mine[diff]}")
+    nn = ch.query(f"SELECT min(n), max(n), uniqExact(n) FROM zones FINAL WHERE session = {sid} "
+                  "FORMAT TSV").split()
+    eq([int(x) for x in nn], [0, len(mine) - 1, len(mine)], f"n of {sid:016x}: min, max, distinct")
+
+
 def drained(relay):
     s = relay.sink()
     return s if s["batches_pending"] == 0 and s["up"] else None
@@ -114,6 +135,7 @@ def case_counts():
         for sid in want:
             eq(ch.scalar(f"SELECT count() FROM frames FINAL WHERE session = {sid}"),
                relay_frames(relay, sid), f"frames of {sid:016x}")
+            check_rows(ch, relay, sid)
         builds = ch.query("SELECT build, label, program FROM sessions FINAL ORDER BY build "
                           "FORMAT TSV")
         eq(builds, "4120\tnightly\ttelemark-demo\n4121\tdev-kit 7\ttelemark-demo\n",
