@@ -74,7 +74,7 @@ def check_rows(ch, relay, sid):
     """Every zone row of session sid equals the relay's own zone field by field, and n numbers
     the session's zones 0..count-1 (the rows are encoded apart from the store: relay_clickhouse.c
     encodes the store's raw records on its own thread)."""
-    z = relay.api(f"/api/sessions/{sid:016x}/zones?limit=1000000")
+    z = relay.get(f"/api/sessions/{sid:016x}/zones?limit=1000000")
     eq(z["truncated"], False, "relay zones truncated")
     mine = sorted((r[0], r[1], r[2], r[3], r[4], r[5] & 1) for r in z["zones"])
     rows = ch.query("SELECT start_ns, dur_ns, thread, site, depth, marker FROM zones FINAL "
