@@ -8,22 +8,20 @@ clickhouse-server (Debian's, started here in a temporary directory on free ports
 Relay CPU is the sum over its threads of /proc/PID/task/*/schedstat (ns), read once ClickHouse
 holds every zone. Figures are measured in this one run on this machine; docs/SCALE.md says what
 they mean.
-Usage: tmk-bench-clickhouse [--zones-per-target N] [--targets N] [--keep DIR]"""
+Usage: tmk-bench-clickhouse [--packets-per-target N] [--targets N] [--keep DIR]"""
 import argparse
-import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "clickhouse"))
 import chserver  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "support"))
+from relayproc import RelayProcess  # noqa: E402
 
 BIN = os.path.join(os.environ.get("TMK_BUILD_DIR", os.path.join(HERE, "..", "..", "build")), "bin")
 ZONES_PER_PACKET = 40   # per thread
@@ -46,35 +44,18 @@ def cpu_seconds(pid):
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Relay:
+class Relay(RelayProcess):
     def __init__(self, tmp, name, ch_url=None):
-        self.log = os.path.join(tmp, name + ".log")
-        args = [os.path.join(BIN, "telemark-relay"), "--listen", "127.0.0.1:0", "--http",
-                "127.0.0.1:0", "--data-dir", os.path.join(tmp, name), "--session-memory", "1G"]
-        if ch_url:
-            args += ["--clickhouse", ch_url]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        super().__init__(os.path.join(BIN, "telemark-relay"), os.path.join(tmp, name + ".log"),
+                         os.path.join(tmp, name), "--session-memory", "1G",
+                         *(["--clickhouse", ch_url] if ch_url else []))
         PROCS.append(self.proc)
-        end = time.time() + 10
-        while time.time() < end:
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(udp\+tcp\), http://127\.0\.0\.1:(\d+)/",
-                          open(self.log).read())
-            if m:
-                self.port, self.http = int(m.group(1)), int(m.group(2))
-                return
-            time.sleep(0.05)
-        raise RuntimeError("relay did not start: " + open(self.log).read())
-
-    def api(self, path):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.http}{path}", timeout=30) as r:
-            return json.load(r)
 
     def zones(self):
-        return sum(s["stats"]["zones"] for s in self.api("/api/sessions"))
+        return sum(s["stats"]["zones"] for s in self.get("/api/sessions", timeout=30))
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(60)
+        super().stop(timeout=60)
 
 
 def synth(relay, packets, seed):
@@ -148,7 +129,7 @@ def main():
         # 1. one relay with the sink
         r = Relay(tmp, "with", ch.url())
         total, secs, cpu = run([r], a.packets_per_target, a.targets, ch)
-        sink = r.api("/api/relay")["clickhouse"]
+        sink = r.get("/api/relay", timeout=30)["clickhouse"]
         r.stop()
         in_ch = ch.scalar("SELECT count() FROM zones")
         print(f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
