@@ -339,8 +339,12 @@ static void flush_batch(uint32_t thread) {
   size_t n = g->batch_len, i, off = 0;
   /* Insertion sort: zones arrive by end time, so only parents move (past their children). */
   for (i = 1; i < n; i++) {
-    tmk_proto_zone v = z[i];
+    tmk_proto_zone v;
     size_t j = i;
+#if !defined(__OPTIMIZE_SIZE__)
+    if (!zone_before(&z[i], &z[i - 1])) continue; /* in place: most zones (a board skips it) */
+#endif
+    v = z[i];
     while (j > 0 && zone_before(&v, &z[j - 1])) {
       z[j] = z[j - 1];
       j--;
