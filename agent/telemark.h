@@ -86,7 +86,8 @@ typedef struct tmk_agent_desc {
   uint32_t max_threads;       /* 0: as many as the arena holds, up to 16 */
   tmk_overflow overflow;      /* 0: drop */
   uint32_t flush_interval_ms; /* 0: 10 */
-  uint32_t max_packet;        /* 0: 1200 (512 for arenas under 32 KB) */
+  uint32_t max_packet;        /* 0: 1200; 16 KB over TCP or UDP to 127.x/localhost/::1 with an
+                                 arena >= 1 MB; 512 for arenas under 32 KB */
   int level;                  /* TMK_LEVEL(TMK_SEV_*); 0: TMK_LEVEL(TMK_SEV_INFO) */
   uint32_t verbosity;         /* team mask; 0: all teams */
   const char* team_names[32]; /* names of verbosity bits; strings must outlive the agent */

@@ -361,6 +361,27 @@ static uint32_t pow2_floor(uint32_t v) {
   return p;
 }
 
+/* The default packet size where no packet can fragment: TCP (a byte stream) and UDP to this
+ * machine (the loopback MTU is 64 KB). A packet costs the flusher a send (on loopback the whole
+ * delivery to the relay's socket, several microseconds), so 16 KB packets instead of 1200-byte
+ * ones cut the flusher's cost per zone by a third (tmk-bench-load). Elsewhere 1200. */
+#define TMK__LOCAL_PACKET 16384u
+static uint32_t default_packet(const tmk_agent_desc* d, size_t arena_bytes) {
+  if (arena_bytes < 32768u) return 512u;
+#if TMK_PORT_HAS_SOCKETS
+  if (arena_bytes >= (1u << 20)) {
+    const char* h = d->relay_host;
+    if (d->transport == TMK_TRANSPORT_TCP) return TMK__LOCAL_PACKET;
+    if ((d->transport == TMK_TRANSPORT_AUTO || d->transport == TMK_TRANSPORT_UDP) &&
+        (strncmp(h, "127.", 4) == 0 || strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0))
+      return TMK__LOCAL_PACKET;
+  }
+#else
+  (void)d;
+#endif
+  return TMK_PROTO_DEFAULT_PACKET;
+}
+
 static uint8_t* carve(uint8_t** p, uint8_t* end, size_t n) {
   uintptr_t a = ((uintptr_t)*p + 63u) & ~(uintptr_t)63u;
   uint8_t* r = (uint8_t*)a;
@@ -466,7 +487,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   memset(&fc, 0, sizeof fc);
 
   /* ---- carve the arena ---- */
-  max_packet = d.max_packet ? d.max_packet : (bytes < 32768 ? 512u : TMK_PROTO_DEFAULT_PACKET);
+  max_packet = d.max_packet ? d.max_packet : default_packet(&d, bytes);
   if (max_packet < TMK_PROTO_MIN_PACKET || max_packet > TMK_PROTO_MAX_PACKET) return TMK_EINVAL;
   fc.max_packet = max_packet;
   body_cap = max_packet - TMK_PROTO_MAX_HEADER - (d.key ? TMK_PROTO_MAC_LEN : 0u);

@@ -339,8 +339,12 @@ static void flush_batch(uint32_t thread) {
   size_t n = g->batch_len, i, off = 0;
   /* Insertion sort: zones arrive by end time, so only parents move (past their children). */
   for (i = 1; i < n; i++) {
-    tmk_proto_zone v = z[i];
+    tmk_proto_zone v;
     size_t j = i;
+#if !defined(__OPTIMIZE_SIZE__)
+    if (!zone_before(&z[i], &z[i - 1])) continue; /* in place: most zones (a board skips it) */
+#endif
+    v = z[i];
     while (j > 0 && zone_before(&v, &z[j - 1])) {
       z[j] = z[j - 1];
       j--;
@@ -389,7 +393,46 @@ static void drain_thread(tmk__thread* t) {
   uint8_t* text = g->text;
   while (tail != head) {
     uint64_t h = ring_word(t, tail);
-    uint32_t type = (uint32_t)(h & 0xFFu), aux = (uint32_t)((h >> 8) & 0xFFu);
+    uint32_t type, aux;
+#if !defined(__OPTIMIZE_SIZE__)
+    /* Zones, the bulk: straight into the batch, the site's id from the last zone's when it is
+     * the same site, the ring's tail published once per batch (a board's -Os image keeps the
+     * one loop below). */
+    if ((h & 0xFFu) == TMK__E_ZONE) {
+      uint32_t n = g->batch_len, cap = g->batch_cap;
+      tmk_proto_zone* b = g->batch;
+      tmk_site* last = NULL;
+      uint32_t last_id = 0;
+      for (;;) {
+        tmk_site* site = (tmk_site*)(uintptr_t)ring_word(t, tail + 1);
+        uint64_t start = ring_word(t, tail + 2);
+        if (site != last) {
+          last = site;
+          last_id = site_id(site); /* may emit a SITE record: the batch is not touched */
+        }
+        if (n == cap) { /* full: encode it (as the general loop below does) */
+          g->batch_len = n;
+          flush_batch(t->id);
+          n = 0;
+          tmk_port_store32_release(&t->tail, tail);
+        }
+        b[n].start = start;
+        b[n].duration = ring_word(t, tail + 3) - start;
+        b[n].site = last_id;
+        b[n].depth = (uint32_t)(h >> 32);
+        n++;
+        tail += 4u;
+        if (tail == head) break;
+        h = ring_word(t, tail);
+        if ((h & 0xFFu) != TMK__E_ZONE) break;
+      }
+      g->batch_len = n;
+      tmk_port_store32_release(&t->tail, tail); /* copied out: free them now */
+      continue;
+    }
+#endif
+    type = (uint32_t)(h & 0xFFu);
+    aux = (uint32_t)((h >> 8) & 0xFFu);
     uint32_t len = (uint32_t)((h >> 16) & 0xFFFFu), depth = (uint32_t)(h >> 32);
     tmk_site* site = (tmk_site*)(uintptr_t)ring_word(t, tail + 1);
     uint64_t time = ring_word(t, tail + 2);

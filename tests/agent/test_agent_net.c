@@ -302,6 +302,46 @@ static void keyed_agent_small_packets(void** state) {
   assert_true(r.max_packet_len > TMK_PROTO_MIN_PACKET - 64); /* packets were filled */
 }
 
+/* Default packets: 16 KB where nothing fragments (UDP to this machine, TCP), 1200 bytes on
+ * other links (here the callback transport) and 512 for tiny arenas; every zone arrives. */
+static void default_packet_by_link(void** state) {
+  static receiver r;
+  static uint64_t small_arena[(64u << 10) / 8];
+  receiver sink;
+  tmk_agent_desc d;
+  int i, tcp;
+  (void)state;
+  for (tcp = 0; tcp < 2; tcp++) {
+    memset(&r, 0, sizeof r);
+    assert_int_equal(recv_start(&r), 0);
+    d = relay_desc(&r, tcp);
+    d.overflow = TMK_OVERFLOW_WAIT;
+    assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+    assert_int_equal(stats_now().max_packet, 16384);
+    if (tcp) assert_true(wait_connected(5000));
+    for (i = 0; i < 60000; i++) {
+      TMK_ZONE("packed", TMK_SEV_INFO, 1);
+    }
+    tmk_agent_flush();
+    assert_true(recv_wait_at_least(&r, &r.zones, 60000, 5000));
+    assert_int_equal(tmk_agent_shutdown(), 0);
+    assert_int_equal(recv_zones_named(&r, "packed"), 60000);
+    assert_int_equal(recv_get(&r, &r.bad_packets), 0);
+    assert_true(recv_get(&r, &r.max_packet_len) > TMK_PROTO_DEFAULT_PACKET);
+    assert_true(recv_get(&r, &r.max_packet_len) <= 16384);
+    recv_stop(&r);
+  }
+  d = relay_desc(&r, 0); /* a small arena keeps small packets even on loopback */
+  assert_int_equal(tmk_agent_init(&d, small_arena, sizeof small_arena), 0);
+  assert_int_equal(stats_now().max_packet, TMK_PROTO_DEFAULT_PACKET);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  recv_init_offline(&sink);
+  d = sink_desc(&sink);
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  assert_int_equal(stats_now().max_packet, TMK_PROTO_DEFAULT_PACKET);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+}
+
 static void no_relay_never_blocks(void** state) {
   tmk_agent_desc d;
   tmk_agent_stats s;
@@ -461,6 +501,7 @@ int main(void) {
       AGENT_TEST(keyed_over_udp),
       AGENT_TEST(keyed_over_tcp),
       AGENT_TEST(keyed_agent_small_packets),
+      AGENT_TEST(default_packet_by_link),
       AGENT_TEST(no_relay_never_blocks),
       AGENT_TEST(rejected_agent_stops_sending),
       AGENT_TEST(wait_mode_without_relay_does_not_hang),
