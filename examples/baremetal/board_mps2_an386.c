@@ -1,5 +1,5 @@
 /* board_mps2_an386.c — the Arm MPS2+ AN386 board (Cortex-M4) as qemu-system-arm emulates it:
- * the vector table and reset code, CMSDK APB UART0 for output, SysTick as the clock (24-bit, at
+ * the vector table and reset code, CMSDK APB UART0 (output, and one byte of input at the end), SysTick as the clock (24-bit, at
  * the 25 MHz core clock; counted up here), semihosting SYS_EXIT to stop the emulator. */
 #include <stdint.h>
 #include <string.h>
@@ -7,8 +7,8 @@
 #include "board.h"
 
 #define UART0_DATA (*(volatile uint32_t*)0x40004000u)
-#define UART0_STATE (*(volatile uint32_t*)0x40004004u) /* bit 0: TX full */
-#define UART0_CTRL (*(volatile uint32_t*)0x40004008u)  /* bit 0: TX enable */
+#define UART0_STATE (*(volatile uint32_t*)0x40004004u) /* bit 0: TX full, bit 1: RX full */
+#define UART0_CTRL (*(volatile uint32_t*)0x40004008u)  /* bit 0: TX enable, bit 1: RX enable */
 #define UART0_BAUDDIV (*(volatile uint32_t*)0x40004010u)
 #define SYST_CSR (*(volatile uint32_t*)0xE000E010u)
 #define SYST_RVR (*(volatile uint32_t*)0xE000E014u)
@@ -19,7 +19,7 @@ extern uint32_t _sidata, _sdata, _edata, _sbss, _ebss, _estack;
 
 void board_init(void) {
   UART0_BAUDDIV = 16;
-  UART0_CTRL = 1u;
+  UART0_CTRL = 3u;
   SYST_RVR = 0x00FFFFFFu;
   SYST_CVR = 0;
   SYST_CSR = 5u; /* enable, core clock, no interrupt */
@@ -32,6 +32,12 @@ void board_uart_write(const void* data, size_t len) {
     }
     UART0_DATA = *p++;
   }
+}
+
+int board_uart_poll(void) {
+  if (!(UART0_STATE & 2u)) return 0;
+  (void)UART0_DATA;
+  return 1;
 }
 
 uint32_t board_clock(void) { return 0x00FFFFFFu - (SYST_CVR & 0x00FFFFFFu); }

@@ -1,13 +1,13 @@
 /* board_virt_rv32.c — qemu-system-riscv32's "virt" machine: reset code, the NS16550A UART at
- * 0x10000000 for output, the CLINT's mtime (10 MHz, its low 32 bits wrap) as the clock, and the
+ * 0x10000000 (output, and one byte of input at the end), the CLINT's mtime (10 MHz, its low 32 bits wrap) as the clock, and the
  * SiFive test device to stop the emulator. */
 #include <stdint.h>
 #include <string.h>
 
 #include "board.h"
 
-#define UART_THR (*(volatile uint8_t*)0x10000000u)
-#define UART_LSR (*(volatile uint8_t*)0x10000005u) /* bit 5: THR empty */
+#define UART_THR (*(volatile uint8_t*)0x10000000u) /* written: transmit; read: receive */
+#define UART_LSR (*(volatile uint8_t*)0x10000005u) /* bit 0: data ready, bit 5: THR empty */
 #define MTIME_LO (*(volatile uint32_t*)0x0200BFF8u)
 #define TEST_DEV (*(volatile uint32_t*)0x00100000u)
 
@@ -23,6 +23,12 @@ void board_uart_write(const void* data, size_t len) {
     }
     UART_THR = *p++;
   }
+}
+
+int board_uart_poll(void) {
+  if (!(UART_LSR & 1u)) return 0;
+  (void)UART_THR;
+  return 1;
 }
 
 uint32_t board_clock(void) { return MTIME_LO; }
