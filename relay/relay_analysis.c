@@ -288,15 +288,6 @@ typedef struct sites {
   int oom;
 } sites;
 
-static uint32_t mixid(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
-
 static int icontains(const char* hay, const char* needle) {
   size_t n = strlen(needle);
   if (!n) return 1;
@@ -316,7 +307,7 @@ static int icontains(const char* hay, const char* needle) {
 
 static acc* sites_find(sites* t, uint32_t id) {
   if (!t->hcap) return NULL;
-  for (uint32_t h = mixid(id) & (t->hcap - 1);; h = (h + 1) & (t->hcap - 1)) {
+  for (uint32_t h = tmk__mix32(id) & (t->hcap - 1);; h = (h + 1) & (t->hcap - 1)) {
     uint32_t k = t->hash[h];
     if (!k) return NULL;
     if (t->a[k - 1].site == id) return &t->a[k - 1];
@@ -341,7 +332,7 @@ static acc* sites_add(sites* t, uint32_t id, int known, uint8_t sev, uint32_t ve
     t->hash = h;
     t->hcap = hcap;
     for (uint32_t i = 0; i < t->n; i++) {
-      uint32_t k = mixid(t->a[i].site) & (hcap - 1);
+      uint32_t k = tmk__mix32(t->a[i].site) & (hcap - 1);
       while (h[k]) k = (k + 1) & (hcap - 1);
       h[k] = i + 1;
     }
@@ -364,7 +355,7 @@ static acc* sites_add(sites* t, uint32_t id, int known, uint8_t sev, uint32_t ve
   /* unknown sites pass severity and team filters, as in the live stream */
   a->pass = (!known || (sev <= t->p->level && (verb & t->p->mask) != 0)) &&
             icontains(a->name, t->p->name);
-  uint32_t k = mixid(id) & (t->hcap - 1);
+  uint32_t k = tmk__mix32(id) & (t->hcap - 1);
   while (t->hash[k]) k = (k + 1) & (t->hcap - 1);
   t->hash[k] = t->n + 1;
   t->n++;

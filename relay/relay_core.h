@@ -13,6 +13,17 @@
 #include "tmk_proto.h"
 #include "tmk_relay.h"
 
+/* A 32-bit integer hash (xorshift-multiply): ids to hash-table slots (the store's thread and
+ * site tables, the analysis' per-site table). */
+static inline uint32_t tmk__mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
 /* =============================================================================================
  * Logging (relay_log.c)
  * ============================================================================================= */
@@ -168,6 +179,8 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
  * mem_bytes, unresolved_sites) and info fields (first_ns, last_ns, threads, sites,
  * dropped_by_reason). */
 void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info);
+/* Every zone q selects, one slice at a time (tmk__store_zones_slice), to fn until it returns
+ * non-zero or q->limit (default 100,000) zones were given. Returns the number given. */
 int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_zone_fn fn,
                      void* ud);
 /* The time range the store still holds (after evictions, later than the session's first time).
@@ -184,8 +197,6 @@ typedef struct tmk__zone_cursor {
  * lock released in between if you like), -1 when fn returned non-zero. */
 int tmk__store_zone_scan(const tmk__store* st, tmk__zone_cursor* cur, const tmk_relay_query* q,
                          uint32_t max_chunks, tmk_relay_zone_fn fn, void* ud);
-int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
-                      tmk_relay_event_fn fn, void* ud);
 /* Where a sliced query goes on from; zero-initialise, then call until done. */
 typedef struct tmk__store_cursor {
   uint32_t thread; /* index in the thread table */

@@ -27,22 +27,10 @@
 #define LIVE_RING 16384
 #define MIN_BUDGET (1u << 20)
 
-/* A stored zone: 16 bytes. Start is relative to the chunk's base tick (a chunk ends when a zone
- * does not fit in 32 signed bits), duration has 48 bits of ticks. */
-typedef struct zrec {
-  int32_t start_off;
-  uint32_t dur_lo;
-  uint32_t site;
-  uint16_t dur_hi;
-  uint8_t depth;
-  uint8_t flags;
-} zrec;
-/* The history tap (tmk__store_tap.zones) receives runs of these as tmk__tap_zrec. */
-typedef char zrec_is_tap_zrec[sizeof(zrec) == sizeof(tmk__tap_zrec) &&
-                                      offsetof(zrec, dur_hi) == offsetof(tmk__tap_zrec, dur_hi) &&
-                                      offsetof(zrec, flags) == offsetof(tmk__tap_zrec, flags)
-                                  ? 1
-                                  : -1];
+/* A stored zone: 16 bytes (relay_core.h, tmk__tap_zrec: the history tap receives runs of them
+ * as they are). Start is relative to the chunk's base tick (a chunk ends when a zone does not fit
+ * in 32 signed bits), duration has 48 bits of ticks. */
+typedef tmk__tap_zrec zrec;
 
 /* A stored event: this header, then an 8-byte value for plots, then text; padded to 4 bytes. */
 typedef struct erec {
@@ -218,17 +206,8 @@ static char* dup_str(tmk__store* st, const char* p, size_t n) {
 /* ---------------------------------------------------------------------------------------------
  * Hash tables (id -> index + 1), linear probing, power-of-two capacity
  * ------------------------------------------------------------------------------------------- */
-static uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
-
 static void hash_put(uint32_t* tab, uint32_t cap, uint32_t id, uint32_t index1) {
-  uint32_t h = mix(id) & (cap - 1);
+  uint32_t h = tmk__mix32(id) & (cap - 1);
   while (tab[h]) h = (h + 1) & (cap - 1);
   tab[h] = index1;
 }
@@ -272,7 +251,7 @@ static uint32_t site_key(const tmk__store* st, uint32_t i) { return st->sites[i]
 static inline uint32_t hash_find(const tmk__store* st, const uint32_t* tab, uint32_t cap,
                                  uint32_t id, uint32_t (*key_of)(const tmk__store*, uint32_t)) {
   if (!cap) return 0;
-  uint32_t h = mix(id) & (cap - 1);
+  uint32_t h = tmk__mix32(id) & (cap - 1);
   while (tab[h]) {
     if (key_of(st, tab[h] - 1) == id) return tab[h];
     h = (h + 1) & (cap - 1);
@@ -884,32 +863,14 @@ void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info) {
   info->clock_unix_ns = st->clock_unix_ns;
 }
 
-static size_t limit_of(const tmk_relay_query* q) { return q->limit ? q->limit : 100000; }
-
-int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_zone_fn fn,
-                     void* ud) {
-  uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;
-  uint64_t k0 = to_ticks_approx(st, q->t0_ns, 0), k1 = to_ticks_approx(st, t1, 1);
-  size_t limit = limit_of(q), n = 0;
-  for (uint32_t ti = 0; ti < st->nthreads; ti++) {
-    const thread* t = &st->threads[ti];
-    if (q->thread >= 0 && (uint64_t)q->thread != t->id) continue;
-    for (const chunk* c = t->zones.head; c; c = c->snext) {
-      if (c->tmax < k0 || c->tmin > k1) continue;
-      const zrec* z = (const zrec*)(const void*)c->data;
-      for (uint32_t i = 0; i < c->count; i++) {
-        uint64_t start = c->base + (uint64_t)(int64_t)z[i].start_off;
-        uint64_t dur = (uint64_t)z[i].dur_lo | ((uint64_t)z[i].dur_hi << 32);
-        uint64_t s_ns = to_ns(st, start), e_ns = to_ns(st, start + dur);
-        if (e_ns < q->t0_ns || s_ns > t1) continue;
-        if (e_ns - s_ns < q->min_dur_ns) continue;
-        tmk_relay_zone out = {s_ns, e_ns - s_ns, t->id, z[i].site, z[i].depth, z[i].flags};
-        n++;
-        if (fn(ud, &out) || n >= limit) return (int)n;
-      }
-    }
-  }
-  return (int)n;
+/* A stored zone as the API gives it: times in ns. */
+static inline tmk_relay_zone stored_zone(const tmk__store* st, const thread* t, const chunk* c,
+                                         const zrec* z) {
+  uint64_t start = c->base + (uint64_t)(int64_t)z->start_off;
+  uint64_t dur = (uint64_t)z->dur_lo | ((uint64_t)z->dur_hi << 32);
+  uint64_t s_ns = to_ns(st, start), e_ns = to_ns(st, start + dur);
+  tmk_relay_zone o = {s_ns, e_ns - s_ns, t->id, z->site, z->depth, z->flags};
+  return o;
 }
 
 int tmk__store_range(const tmk__store* st, uint64_t* first_ns, uint64_t* last_ns) {
@@ -948,60 +909,13 @@ int tmk__store_zone_scan(const tmk__store* st, tmk__zone_cursor* cur, const tmk_
       if (c->tmax < k0 || c->tmin > k1) continue;
       const zrec* z = (const zrec*)(const void*)c->data;
       for (uint32_t i = 0; i < c->count; i++) {
-        uint64_t start = c->base + (uint64_t)(int64_t)z[i].start_off;
-        uint64_t dur = (uint64_t)z[i].dur_lo | ((uint64_t)z[i].dur_hi << 32);
-        uint64_t s_ns = to_ns(st, start), e_ns = to_ns(st, start + dur);
-        if (e_ns < q->t0_ns || s_ns > t1) continue;
-        tmk_relay_zone out = {s_ns, e_ns - s_ns, t->id, z[i].site, z[i].depth, z[i].flags};
+        tmk_relay_zone out = stored_zone(st, t, c, &z[i]);
+        if (out.start_ns + out.dur_ns < q->t0_ns || out.start_ns > t1) continue;
         if (fn(ud, &out)) return -1;
       }
     }
   }
   return 1;
-}
-
-int tmk__store_events(const tmk__store* st, const tmk_relay_query* q, unsigned type_mask,
-                      tmk_relay_event_fn fn, void* ud) {
-  uint64_t t1 = q->t1_ns ? q->t1_ns : UINT64_MAX;
-  uint64_t k0 = to_ticks_approx(st, q->t0_ns, 0), k1 = to_ticks_approx(st, t1, 1);
-  size_t limit = limit_of(q), n = 0;
-  for (uint32_t ti = 0; ti < st->nthreads; ti++) {
-    const thread* t = &st->threads[ti];
-    if (q->thread >= 0 && (uint64_t)q->thread != t->id) continue;
-    for (const chunk* c = t->events.head; c; c = c->snext) {
-      if (c->tmax < k0 || c->tmin > k1) continue;
-      uint32_t off = 0;
-      for (uint32_t i = 0; i < c->count; i++) {
-        erec h;
-        memcpy(&h, c->data + off, sizeof h);
-        size_t size = sizeof h + (h.type == TMK_RELAY_EV_PLOT ? 8 : 0) + h.text_len;
-        const uint8_t* p = c->data + off + sizeof h;
-        off += (uint32_t)((size + 3) & ~(size_t)3);
-        if (type_mask && !(type_mask & (1u << h.type))) continue;
-        uint64_t ns = to_ns(st, c->base + (uint64_t)(int64_t)h.t_off);
-        if (ns < q->t0_ns || ns > t1) continue;
-        tmk_relay_event e;
-        memset(&e, 0, sizeof e);
-        e.type = h.type;
-        e.severity = h.severity;
-        e.is_double = h.is_double;
-        e.thread = t->id;
-        e.site = h.site;
-        e.verbosity = h.verbosity;
-        e.time_ns = ns;
-        if (h.type == TMK_RELAY_EV_PLOT) {
-          if (h.is_double) memcpy(&e.d, p, 8);
-          else memcpy(&e.i, p, 8);
-          p += 8;
-        }
-        e.text = (const char*)p;
-        e.text_len = h.text_len;
-        n++;
-        if (fn(ud, &e) || n >= limit) return (int)n;
-      }
-    }
-  }
-  return (int)n;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1029,18 +943,31 @@ int tmk__store_zones_slice(const tmk__store* st, const tmk_relay_query* q,
       for (; cur->pos < c->count; cur->pos++) {
         if (n == cap || scanned == SLICE_SCAN_MAX) return (int)n;
         scanned++;
-        uint32_t i = cur->pos;
-        uint64_t start = c->base + (uint64_t)(int64_t)z[i].start_off;
-        uint64_t dur = (uint64_t)z[i].dur_lo | ((uint64_t)z[i].dur_hi << 32);
-        uint64_t s_ns = to_ns(st, start), e_ns = to_ns(st, start + dur);
-        if (e_ns < q->t0_ns || s_ns > t1) continue;
-        if (e_ns - s_ns < q->min_dur_ns) continue;
-        tmk_relay_zone o = {s_ns, e_ns - s_ns, t->id, z[i].site, z[i].depth, z[i].flags};
+        tmk_relay_zone o = stored_zone(st, t, c, &z[cur->pos]);
+        if (o.start_ns + o.dur_ns < q->t0_ns || o.start_ns > t1) continue;
+        if (o.dur_ns < q->min_dur_ns) continue;
         out[n++] = o;
       }
     }
   }
   cur->done = 1;
+  return (int)n;
+}
+
+int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_zone_fn fn,
+                     void* ud) {
+  tmk_relay_zone buf[256];
+  tmk__store_cursor cur;
+  size_t limit = q->limit ? q->limit : 100000, n = 0;
+  memset(&cur, 0, sizeof cur);
+  while (!cur.done && n < limit) {
+    size_t want = limit - n < 256 ? limit - n : 256;
+    int k = tmk__store_zones_slice(st, q, &cur, buf, want);
+    for (int i = 0; i < k; i++) {
+      n++;
+      if (fn(ud, &buf[i])) return (int)n;
+    }
+  }
   return (int)n;
 }
 
