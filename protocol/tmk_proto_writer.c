@@ -147,94 +147,112 @@ int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread) {
   return 0;
 }
 
-/* Every record but zones, in one function: one copy of the bounded-output, event-cursor and
- * validation code, which is what a small board's image counts. A record that fails a check
- * leaves the writer as it was: bytes written past a_end count only once committed. */
+/* Every record but zones, in one function driven by a table of each record's fields in wire
+ * order: one copy of the bounded-output, event-cursor and validation code and one field loop,
+ * which is what a small board's image counts. A record that fails a check leaves the writer as
+ * it was: bytes written past a_end count only once committed. */
+enum {
+  TMK__F_U8 = 1, /* a uint8_t, as a varint */
+  TMK__F_U32,    /* a uint32_t, as a varint */
+  TMK__F_U64,    /* a uint64_t, as a varint */
+  TMK__F_DT,     /* the event's time (uint64_t): zigzag of its distance from the event cursor */
+  TMK__F_ZZ,     /* an int64_t, zigzagged */
+  TMK__F_F64,    /* a double's bits, fixed width in the packet's byte order (§3.4) */
+  TMK__F_STR     /* a tmk_proto_str: varint length, bytes */
+};
+#define TMK__F(kind, member) (uint8_t)(kind), (uint8_t)offsetof(tmk_proto_record, member)
+/* Each record: its tag, then (kind, offset) pairs, then 0 (§5.1, §5.2, §5.4 - §5.12). */
+static const uint8_t tmk__rec_fields[] = {
+#define TMK__R_SITE 0
+    TMK__TAG_SITE, TMK__F(TMK__F_U32, u.site.id), TMK__F(TMK__F_U8, u.site.kind),
+    TMK__F(TMK__F_U8, u.site.severity), TMK__F(TMK__F_U32, u.site.verbosity),
+    TMK__F(TMK__F_U32, u.site.color), TMK__F(TMK__F_U32, u.site.line),
+    TMK__F(TMK__F_STR, u.site.name), TMK__F(TMK__F_STR, u.site.file), 0,
+#define TMK__R_MARKER_BEGIN (TMK__R_SITE + 18)
+    TMK__TAG_MARKER_BEGIN, TMK__F(TMK__F_U32, u.marker.site), TMK__F(TMK__F_DT, u.marker.time),
+    TMK__F(TMK__F_STR, u.marker.payload), 0,
+#define TMK__R_MARKER_END (TMK__R_MARKER_BEGIN + 8)
+    TMK__TAG_MARKER_END, TMK__F(TMK__F_U32, u.marker.site), TMK__F(TMK__F_DT, u.marker.time),
+    TMK__F(TMK__F_STR, u.marker.payload), 0,
+#define TMK__R_FRAME (TMK__R_MARKER_END + 8)
+    TMK__TAG_FRAME, TMK__F(TMK__F_U32, u.frame.site), TMK__F(TMK__F_DT, u.frame.time), 0,
+#define TMK__R_PLOT_I (TMK__R_FRAME + 6)
+    TMK__TAG_PLOT_I, TMK__F(TMK__F_U32, u.plot.site), TMK__F(TMK__F_DT, u.plot.time),
+    TMK__F(TMK__F_ZZ, u.plot.i), 0,
+#define TMK__R_PLOT_D (TMK__R_PLOT_I + 8)
+    TMK__TAG_PLOT_D, TMK__F(TMK__F_U32, u.plot.site), TMK__F(TMK__F_DT, u.plot.time),
+    TMK__F(TMK__F_F64, u.plot.d), 0,
+#define TMK__R_MESSAGE (TMK__R_PLOT_D + 8)
+    TMK__TAG_MESSAGE, TMK__F(TMK__F_U32, u.message.site), TMK__F(TMK__F_U8, u.message.severity),
+    TMK__F(TMK__F_U32, u.message.verbosity), TMK__F(TMK__F_DT, u.message.time),
+    TMK__F(TMK__F_STR, u.message.text), 0,
+#define TMK__R_THREAD_NAME (TMK__R_MESSAGE + 12)
+    TMK__TAG_THREAD_NAME, TMK__F(TMK__F_U32, thread), TMK__F(TMK__F_STR, u.thread_name.name), 0,
+#define TMK__R_DROPS (TMK__R_THREAD_NAME + 6)
+    TMK__TAG_DROPS, TMK__F(TMK__F_U32, u.drops.reason), TMK__F(TMK__F_U64, u.drops.count), 0,
+#define TMK__R_CLOCK (TMK__R_DROPS + 6)
+    TMK__TAG_CLOCK, TMK__F(TMK__F_U64, u.clock.ticks), TMK__F(TMK__F_U64, u.clock.unix_ns), 0,
+#define TMK__R_TEAM (TMK__R_CLOCK + 6)
+    TMK__TAG_TEAM, TMK__F(TMK__F_U32, u.team.bit), TMK__F(TMK__F_STR, u.team.name), 0,
+#define TMK__R_END (TMK__R_TEAM + 6)
+};
+/* Where each TMK_REC_* type's entry starts (0xFF: not written here); a plot with is_double
+ * takes the entry after it. */
+static const uint8_t tmk__rec_at[TMK_REC_TEAM_NAME + 1] = {
+    0xFF,          TMK__R_SITE,  0xFF,           TMK__R_MARKER_BEGIN, TMK__R_MARKER_END,
+    TMK__R_FRAME,  TMK__R_PLOT_I, TMK__R_MESSAGE, TMK__R_THREAD_NAME, TMK__R_DROPS,
+    TMK__R_CLOCK,  TMK__R_TEAM};
+typedef char tmk__rec_fields_check[sizeof tmk__rec_fields == TMK__R_END ? 1 : -1];
+
 int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
+  const uint8_t* f;
+  const char* base = (const char*)r;
   tmk__ob o;
   uint64_t time = 0;
-  const tmk_proto_str* str = NULL; /* a trailing string field (marker payloads are one too) */
-  int timed = 1, rc;
-  unsigned tag;
-  if (!w || !r) return TMK_EINVAL;
-  tmk__w_open(w, &o);
-  switch (r->type) {
-    case TMK_REC_SITE: {
-      const tmk_proto_site* s = &r->u.site;
-      if (s->id == 0 || s->kind >= TMK_SITE_KIND_COUNT || s->severity >= TMK_SEV_COUNT ||
-          s->color > 0xFFFFFF || s->name.len > TMK_PROTO_MAX_STRING ||
-          s->file.len > TMK_PROTO_MAX_STRING)
-        return TMK_EINVAL;
-      tmk__ob_u8(&o, TMK__TAG_SITE);
-      tmk__ob_var(&o, s->id);
-      tmk__ob_var(&o, s->kind);
-      tmk__ob_var(&o, s->severity);
-      tmk__ob_var(&o, s->verbosity);
-      tmk__ob_var(&o, s->color);
-      tmk__ob_var(&o, s->line);
-      tmk__ob_str(&o, s->name.ptr, s->name.len);
-      str = &s->file;
-      timed = 0;
-      break;
-    }
-    case TMK_REC_MESSAGE:
-      if (r->u.message.severity >= TMK_SEV_COUNT) return TMK_EINVAL;
-      time = r->u.message.time;
-      tmk__ob_u8(&o, TMK__TAG_MESSAGE);
-      tmk__ob_var(&o, r->u.message.site);
-      tmk__ob_var(&o, r->u.message.severity);
-      tmk__ob_var(&o, r->u.message.verbosity);
-      tmk__ob_var(&o, tmk__zz(time - (w->has_base ? w->event_cursor : time)));
-      str = &r->u.message.text;
-      break;
-    case TMK_REC_THREAD_NAME:
-    case TMK_REC_TEAM_NAME:
-      if (r->type == TMK_REC_TEAM_NAME && r->u.team.bit >= TMK_PROTO_MAX_TEAMS) return TMK_EINVAL;
-      tmk__ob_u8(&o, r->type == TMK_REC_TEAM_NAME ? TMK__TAG_TEAM : TMK__TAG_THREAD_NAME);
-      tmk__ob_var(&o, r->type == TMK_REC_TEAM_NAME ? r->u.team.bit : r->thread);
-      str = r->type == TMK_REC_TEAM_NAME ? &r->u.team.name : &r->u.thread_name.name;
-      timed = 0;
-      break;
-    case TMK_REC_DROPS:
-    case TMK_REC_CLOCK_SYNC:
-      /* drops and clock_sync share the layout: two varints (§5.9, §5.10) */
-      tmk__ob_u8(&o, r->type == TMK_REC_DROPS ? TMK__TAG_DROPS : TMK__TAG_CLOCK);
-      tmk__ob_var(&o, r->type == TMK_REC_DROPS ? r->u.drops.reason : r->u.clock.ticks);
-      tmk__ob_var(&o, r->type == TMK_REC_DROPS ? r->u.drops.count : r->u.clock.unix_ns);
-      timed = 0;
-      break;
-    case TMK_REC_FRAME:
-    case TMK_REC_PLOT:
-    case TMK_REC_MARKER_BEGIN:
-    case TMK_REC_MARKER_END:
-      /* events: tag, site, dt from the event cursor (§5.2), then their value; frame, plot and
-       * marker share the layout of their site and time (tmk_proto_record's common start) */
-      if (r->type == TMK_REC_FRAME) {
-        tag = TMK__TAG_FRAME;
-      } else if (r->type == TMK_REC_PLOT) {
-        tag = r->u.plot.is_double ? TMK__TAG_PLOT_D : TMK__TAG_PLOT_I;
-      } else {
-        if (r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD) return TMK_EINVAL;
-        tag = r->type == TMK_REC_MARKER_END ? TMK__TAG_MARKER_END : TMK__TAG_MARKER_BEGIN;
-        str = &r->u.marker.payload;
-      }
-      time = r->u.frame.time;
-      tmk__ob_u8(&o, tag);
-      tmk__ob_var(&o, r->u.frame.site);
-      tmk__ob_var(&o, tmk__zz(time - (w->has_base ? w->event_cursor : time)));
-      if (tag == TMK__TAG_PLOT_I) {
-        tmk__ob_var(&o, tmk__zz((uint64_t)r->u.plot.i));
-      } else if (tag == TMK__TAG_PLOT_D) {
-        uint64_t bits;
-        memcpy(&bits, &r->u.plot.d, 8);
-        tmk__ob_u64(&o, bits, w->big_endian);
-      }
-      break;
-    default: return TMK_EINVAL;
+  int timed = 0, rc;
+  if (!w || !r || r->type > TMK_REC_TEAM_NAME || tmk__rec_at[r->type] == 0xFF) return TMK_EINVAL;
+  /* the checks a field's type does not imply */
+  if (r->type == TMK_REC_SITE) {
+    const tmk_proto_site* s = &r->u.site;
+    if (s->id == 0 || s->kind >= TMK_SITE_KIND_COUNT || s->severity >= TMK_SEV_COUNT ||
+        s->color > 0xFFFFFF)
+      return TMK_EINVAL;
   }
-  if (str) {
-    if (str->len > TMK_PROTO_MAX_STRING || (str->len && !str->ptr)) return TMK_EINVAL;
-    tmk__ob_str(&o, str->len ? str->ptr : "", str->len);
+  if ((r->type == TMK_REC_MESSAGE && r->u.message.severity >= TMK_SEV_COUNT) ||
+      (r->type == TMK_REC_TEAM_NAME && r->u.team.bit >= TMK_PROTO_MAX_TEAMS) ||
+      ((r->type == TMK_REC_MARKER_BEGIN || r->type == TMK_REC_MARKER_END) &&
+       r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD))
+    return TMK_EINVAL;
+  f = tmk__rec_fields + tmk__rec_at[r->type] + (r->type == TMK_REC_PLOT && r->u.plot.is_double ? 8 : 0);
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, *f++);
+  for (; *f; f += 2) {
+    const void* at = base + f[1];
+    uint64_t v;
+    switch (f[0]) {
+      case TMK__F_U8: v = *(const uint8_t*)at; break;
+      case TMK__F_U32: v = *(const uint32_t*)at; break;
+      case TMK__F_DT:
+        time = *(const uint64_t*)at;
+        timed = 1;
+        v = tmk__zz(time - (w->has_base ? w->event_cursor : time));
+        break;
+      case TMK__F_ZZ: v = tmk__zz(*(const uint64_t*)at); break;
+      case TMK__F_F64: {
+        uint64_t bits;
+        memcpy(&bits, at, 8);
+        tmk__ob_u64(&o, bits, w->big_endian);
+        continue;
+      }
+      case TMK__F_STR: {
+        const tmk_proto_str* s = (const tmk_proto_str*)at;
+        if (s->len > TMK_PROTO_MAX_STRING || (s->len && !s->ptr)) return TMK_EINVAL;
+        tmk__ob_str(&o, s->len ? s->ptr : "", s->len);
+        continue;
+      }
+      default: v = *(const uint64_t*)at; break; /* TMK__F_U64 */
+    }
+    tmk__ob_var(&o, v);
   }
   if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
   if (timed) {
