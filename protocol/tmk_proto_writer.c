@@ -153,6 +153,7 @@ int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread) {
  * it was: bytes written past a_end count only once committed. */
 enum {
   TMK__F_U8 = 1, /* a uint8_t, as a varint */
+  TMK__F_BOOL,   /* a uint8_t, as varint 0 or 1 */
   TMK__F_U32,    /* a uint32_t, as a varint */
   TMK__F_U64,    /* a uint64_t, as a varint */
   TMK__F_DT,     /* the event's time (uint64_t): zigzag of its distance from the event cursor */
@@ -160,6 +161,45 @@ enum {
   TMK__F_F64,    /* a double's bits, fixed width in the packet's byte order (§3.4) */
   TMK__F_STR     /* a tmk_proto_str: varint length, bytes */
 };
+/* Writes the fields `f` lists ((kind, offset) pairs up to a 0) of the struct at `base`. Event
+ * times (TMK__F_DT) are coded from w's event cursor and the last one is stored in *time; w also
+ * gives the byte order of TMK__F_F64. Returns 1 when a time was written, 0 when none, or
+ * TMK_EINVAL for a string that is too long or has no bytes. */
+static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
+                          const tmk_proto_writer* w, uint64_t* time) {
+  int timed = 0;
+  for (; *f; f += 2) {
+    const void* at = (const char*)base + f[1];
+    uint64_t v;
+    switch (f[0]) {
+      case TMK__F_U8: v = *(const uint8_t*)at; break;
+      case TMK__F_BOOL: v = *(const uint8_t*)at != 0; break;
+      case TMK__F_U32: v = *(const uint32_t*)at; break;
+      case TMK__F_DT:
+        *time = *(const uint64_t*)at;
+        timed = 1;
+        v = tmk__zz(*time - (w->has_base ? w->event_cursor : *time));
+        break;
+      case TMK__F_ZZ: v = tmk__zz(*(const uint64_t*)at); break;
+      case TMK__F_F64: {
+        uint64_t bits;
+        memcpy(&bits, at, 8);
+        tmk__ob_u64(o, bits, w->big_endian);
+        continue;
+      }
+      case TMK__F_STR: {
+        const tmk_proto_str* s = (const tmk_proto_str*)at;
+        if (s->len > TMK_PROTO_MAX_STRING || (s->len && !s->ptr)) return TMK_EINVAL;
+        tmk__ob_str(o, s->len ? s->ptr : "", s->len);
+        continue;
+      }
+      default: v = *(const uint64_t*)at; break; /* TMK__F_U64 */
+    }
+    tmk__ob_var(o, v);
+  }
+  return timed;
+}
+
 #define TMK__F(kind, member) (uint8_t)(kind), (uint8_t)offsetof(tmk_proto_record, member)
 /* Each record: its tag, then (kind, offset) pairs, then 0 (§5.1, §5.2, §5.4 - §5.12). */
 static const uint8_t tmk__rec_fields[] = {
@@ -206,10 +246,9 @@ typedef char tmk__rec_fields_check[sizeof tmk__rec_fields == TMK__R_END ? 1 : -1
 
 int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
   const uint8_t* f;
-  const char* base = (const char*)r;
   tmk__ob o;
   uint64_t time = 0;
-  int timed = 0, rc;
+  int timed, rc;
   if (!w || !r || r->type > TMK_REC_TEAM_NAME || tmk__rec_at[r->type] == 0xFF) return TMK_EINVAL;
   /* the checks a field's type does not imply */
   if (r->type == TMK_REC_SITE) {
@@ -226,34 +265,7 @@ int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
   f = tmk__rec_fields + tmk__rec_at[r->type] + (r->type == TMK_REC_PLOT && r->u.plot.is_double ? 8 : 0);
   tmk__w_open(w, &o);
   tmk__ob_u8(&o, *f++);
-  for (; *f; f += 2) {
-    const void* at = base + f[1];
-    uint64_t v;
-    switch (f[0]) {
-      case TMK__F_U8: v = *(const uint8_t*)at; break;
-      case TMK__F_U32: v = *(const uint32_t*)at; break;
-      case TMK__F_DT:
-        time = *(const uint64_t*)at;
-        timed = 1;
-        v = tmk__zz(time - (w->has_base ? w->event_cursor : time));
-        break;
-      case TMK__F_ZZ: v = tmk__zz(*(const uint64_t*)at); break;
-      case TMK__F_F64: {
-        uint64_t bits;
-        memcpy(&bits, at, 8);
-        tmk__ob_u64(&o, bits, w->big_endian);
-        continue;
-      }
-      case TMK__F_STR: {
-        const tmk_proto_str* s = (const tmk_proto_str*)at;
-        if (s->len > TMK_PROTO_MAX_STRING || (s->len && !s->ptr)) return TMK_EINVAL;
-        tmk__ob_str(&o, s->len ? s->ptr : "", s->len);
-        continue;
-      }
-      default: v = *(const uint64_t*)at; break; /* TMK__F_U64 */
-    }
-    tmk__ob_var(&o, v);
-  }
+  if ((timed = tmk__ob_fields(&o, r, f, w, &time)) < 0) return timed;
   if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
   if (timed) {
     tmk__w_base(w, time);
@@ -614,28 +626,33 @@ static int tmk__ctl_close(tmk__ob* o, void* out) {
 
 static void tmk__ob_pstr(tmk__ob* o, tmk_proto_str s) { tmk__ob_str(o, s.ptr, s.len); }
 
+/* HELLO's fields after the shibboleth (§6.1), then its optional trailing ones (from
+ * TMK__HELLO_TRAIL), in the form tmk__ob_fields reads. */
+#define TMK__H(kind, member) (uint8_t)(kind), (uint8_t)offsetof(tmk_proto_hello, member)
+#define TMK__HELLO_TRAIL 21
+static const uint8_t tmk__hello_fields[] = {
+    TMK__H(TMK__F_U32, proto_version), TMK__H(TMK__F_STR, agent_version),
+    TMK__H(TMK__F_STR, program),       TMK__H(TMK__F_STR, platform),
+    TMK__H(TMK__F_STR, arch),          TMK__H(TMK__F_BOOL, big_endian),
+    TMK__H(TMK__F_U8, pointer_size),   TMK__H(TMK__F_U64, timer_freq),
+    TMK__H(TMK__F_U32, caps),          TMK__H(TMK__F_U32, max_packet), 0,
+    TMK__H(TMK__F_STR, build),         TMK__H(TMK__F_STR, label), 0};
+typedef char tmk__hello_fields_check[sizeof tmk__hello_fields == TMK__HELLO_TRAIL + 5 ? 1 : -1];
+
 int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk_proto_hello* h) {
   tmk__ob o;
   int rc;
   if (!h || h->timer_freq == 0) return TMK_EINVAL;
+  if ((h->build.len || h->label.len) && /* §6.1 optional trailing fields */
+      (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL))
+    return TMK_ETOOBIG;
   if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_HELLO, session_id)) < 0) return rc;
   tmk__ob_str(&o, TMK_PROTO_SHIBBOLETH, sizeof TMK_PROTO_SHIBBOLETH - 1);
-  tmk__ob_var(&o, h->proto_version);
-  tmk__ob_pstr(&o, h->agent_version);
-  tmk__ob_pstr(&o, h->program);
-  tmk__ob_pstr(&o, h->platform);
-  tmk__ob_pstr(&o, h->arch);
-  tmk__ob_var(&o, h->big_endian ? 1 : 0);
-  tmk__ob_var(&o, h->pointer_size);
-  tmk__ob_var(&o, h->timer_freq);
-  tmk__ob_var(&o, h->caps);
-  tmk__ob_var(&o, h->max_packet);
-  if (h->build.len || h->label.len) { /* §6.1 optional trailing fields */
-    if (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL)
-      return TMK_ETOOBIG;
-    tmk__ob_pstr(&o, h->build);
-    tmk__ob_pstr(&o, h->label);
-  }
+  if ((rc = tmk__ob_fields(&o, h, tmk__hello_fields, NULL, NULL)) < 0)
+    return rc;
+  if ((h->build.len || h->label.len) &&
+      (rc = tmk__ob_fields(&o, h, tmk__hello_fields + TMK__HELLO_TRAIL, NULL, NULL)) < 0)
+    return rc;
   return tmk__ctl_close(&o, out);
 }
 
