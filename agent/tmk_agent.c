@@ -477,10 +477,10 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   gen = tmk__g.gen;
   memset(&tmk__g, 0, sizeof tmk__g);
   tmk__g.gen = gen;
-  if (!d.relay_host) d.relay_host = "127.0.0.1";
+  if (!d.relay_host && TMK_PORT_HAS_SOCKETS) d.relay_host = "127.0.0.1";
   if (!d.relay_port) d.relay_port = TMK_PROTO_DEFAULT_PORT;
   if (!d.program) d.program = "telemark-app";
-  if (!d.file_path) d.file_path = "telemark.tmk";
+  if (!d.file_path && TMK_PORT_HAS_FILES) d.file_path = "telemark.tmk";
   tmk__g.desc = d;
   tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
   tmk__g.overflow = (uint32_t)d.overflow;

@@ -698,8 +698,10 @@ int tmk__flush_open(const tmk__flush_config* c) {
   const tmk_agent_desc* d = &tmk__g.desc;
   int rc;
   memset(g, 0, sizeof *g);
-  if (strlen(d->relay_host) >= sizeof g->host) return TMK_EINVAL;
-  strcpy(g->host, d->relay_host);
+  if (TMK_PORT_HAS_SOCKETS) { /* only a socket transport has a relay host */
+    if (strlen(d->relay_host) >= sizeof g->host) return TMK_EINVAL;
+    strcpy(g->host, d->relay_host);
+  }
   strncpy(g->program, d->program, sizeof g->program - 1);
   strncpy(g->build, d->build ? d->build : "", sizeof g->build - 1); /* length checked at init */
   strncpy(g->label, d->label ? d->label : "", sizeof g->label - 1);
