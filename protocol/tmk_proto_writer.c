@@ -433,23 +433,26 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   }
   cursor = w->zone_cursor;
 
-  for (i = 0; i < n; i++) {
-    const tmk_proto_zone* z = &zones[i];
-    uint64_t zend = z->start + z->duration;
+  /* One pass past the last zone (z NULL) closes what is still open. */
+  for (i = 0;; i++) {
+    const tmk_proto_zone* z = i < n ? &zones[i] : NULL;
+    uint64_t zend;
     int need_at = 0, is_open = 0;
     size_t need;
-    unsigned nbits, dctx = TMK__NUM_DUR;
+    unsigned nbits, dctx = TMK__NUM_DUR, short_max;
     uint64_t gap, code = 0, pred;
 
-    /* Close the open zones that cannot hold z as a direct child. */
+    /* Close the open zones that cannot hold z as a direct child (all of them after the last). */
     while (nopen) {
-      if (z->depth == open_depth0 + nopen && tmk__inside(cursor, open_end[nopen - 1], z))
+      if (z && z->depth == open_depth0 + nopen && tmk__inside(cursor, open_end[nopen - 1], z))
         break;
       nopen--;
       *p++ = TMK__TAG_CLOSE;
       tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
       cursor = open_end[nopen];
     }
+    if (!z) break;
+    zend = z->start + z->duration;
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
     if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
       const tmk_proto_zone* c = &zones[i + 1];
@@ -458,6 +461,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     }
 
     gap = need_at ? 0 : z->start - cursor;
+    short_max = is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX;
     if (!is_open) {
       dctx = tmk__predict(w->predict, 0, z->site, &pred);
       code = tmk__pcode(dctx, z->duration, pred);
@@ -467,15 +471,14 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       /* Near the end of the packet: work out exactly what this zone takes. */
       if (need_at) need += 1 + tmk__varint_size(z->depth) + tmk__varint_size(tmk__zz(z->start - cursor));
       nbits = num.pend + tmk__rice_bits(gap, tmk__rice_k(num.state[TMK__NUM_GAP]));
-      if (is_open) {
-        need += (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
-      } else {
-        /* Contexts are separate, so coding the gap leaves the duration's state unchanged. */
-        need += (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
-        nbits += tmk__rice_bits(code, tmk__rice_k(num.state[dctx]));
-      }
+      need += (z->site >= 1 && z->site <= short_max ? 1 : 1 + tmk__varint_size(z->site));
+      /* Contexts are separate, so coding the gap leaves the duration's state unchanged. */
+      if (!is_open) nbits += tmk__rice_bits(code, tmk__rice_k(num.state[dctx]));
       need += (nbits + 7) / 8;
-      if ((size_t)(num.front - p) < need) break;
+      if ((size_t)(num.front - p) < need) { /* z does not fit: it ends the packet's zones */
+        n = i--;
+        continue;
+      }
     }
 
     if (need_at) {
@@ -485,37 +488,25 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       cursor = z->start;
       root_depth = z->depth;
     }
+    /* OPEN or LEAF: the site in the tag when it is small, else after it */
+    if (z->site >= 1 && z->site <= short_max) {
+      *p++ = (uint8_t)((is_open ? TMK__TAG_OPEN_SHORT : TMK__TAG_LEAF_SHORT) + z->site - 1);
+    } else {
+      *p++ = is_open ? TMK__TAG_OPEN : TMK__TAG_LEAF;
+      p += tmk_proto_varint_put(p, z->site);
+    }
+    tmk__nout_num(&num, TMK__NUM_GAP, gap);
     if (is_open) {
-      if (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX) {
-        *p++ = (uint8_t)(TMK__TAG_OPEN_SHORT + z->site - 1);
-      } else {
-        *p++ = TMK__TAG_OPEN;
-        p += tmk_proto_varint_put(p, z->site);
-      }
-      tmk__nout_num(&num, TMK__NUM_GAP, gap);
       open_end[nopen] = zend;
       open_site[nopen] = z->site;
       if (nopen == 0) open_depth0 = z->depth;
       nopen++;
       cursor = z->start;
     } else {
-      if (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX) {
-        *p++ = (uint8_t)(TMK__TAG_LEAF_SHORT + z->site - 1);
-      } else {
-        *p++ = TMK__TAG_LEAF;
-        p += tmk_proto_varint_put(p, z->site);
-      }
-      tmk__nout_num(&num, TMK__NUM_GAP, gap);
       tmk__nout_num(&num, dctx, code);
       tmk__learn(w->predict, 0, z->site, z->duration);
       cursor = zend;
     }
-  }
-  while (nopen) {
-    nopen--;
-    *p++ = TMK__TAG_CLOSE;
-    tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
-    cursor = open_end[nopen];
   }
   if (i == 0 && !had_base) {
     w->has_base = 0;
