@@ -433,26 +433,35 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   }
   cursor = w->zone_cursor;
 
-  /* One pass past the last zone (z NULL) closes what is still open. */
+  /* At -Os one pass past the last zone (z NULL) closes what is still open; a speed build has
+   * a loop of its own for that after this one. */
+#if TMK__SIZE_BUILD
   for (i = 0;; i++) {
     const tmk_proto_zone* z = i < n ? &zones[i] : NULL;
-    uint64_t zend;
+    uint64_t zend = z ? z->start + z->duration : 0;
+#else
+  for (i = 0; i < n; i++) {
+    const tmk_proto_zone* z = &zones[i];
+    uint64_t zend = z->start + z->duration;
+#endif
     int need_at = 0, is_open = 0;
     size_t need;
-    unsigned nbits, dctx = TMK__NUM_DUR, short_max;
+    unsigned nbits, dctx = TMK__NUM_DUR, short_max; /* at -Os: the largest site in the tag */
     uint64_t gap, code = 0, pred;
 
     /* Close the open zones that cannot hold z as a direct child (all of them after the last). */
     while (nopen) {
-      if (z && z->depth == open_depth0 + nopen && tmk__inside(cursor, open_end[nopen - 1], z))
+      if ((!TMK__SIZE_BUILD || z) && z->depth == open_depth0 + nopen &&
+          tmk__inside(cursor, open_end[nopen - 1], z))
         break;
       nopen--;
       *p++ = TMK__TAG_CLOSE;
       tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
       cursor = open_end[nopen];
     }
+#if TMK__SIZE_BUILD
     if (!z) break;
-    zend = z->start + z->duration;
+#endif
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
     if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
       const tmk_proto_zone* c = &zones[i + 1];
@@ -461,7 +470,6 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     }
 
     gap = need_at ? 0 : z->start - cursor;
-    short_max = is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX;
     if (!is_open) {
       dctx = tmk__predict(w->predict, 0, z->site, &pred);
       code = tmk__pcode(dctx, z->duration, pred);
@@ -471,13 +479,28 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       /* Near the end of the packet: work out exactly what this zone takes. */
       if (need_at) need += 1 + tmk__varint_size(z->depth) + tmk__varint_size(tmk__zz(z->start - cursor));
       nbits = num.pend + tmk__rice_bits(gap, tmk__rice_k(num.state[TMK__NUM_GAP]));
+#if TMK__SIZE_BUILD
+      short_max = is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX;
       need += (z->site >= 1 && z->site <= short_max ? 1 : 1 + tmk__varint_size(z->site));
       /* Contexts are separate, so coding the gap leaves the duration's state unchanged. */
       if (!is_open) nbits += tmk__rice_bits(code, tmk__rice_k(num.state[dctx]));
+#else
+      if (is_open) {
+        need += (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
+      } else {
+        /* Contexts are separate, so coding the gap leaves the duration's state unchanged. */
+        need += (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
+        nbits += tmk__rice_bits(code, tmk__rice_k(num.state[dctx]));
+      }
+#endif
       need += (nbits + 7) / 8;
       if ((size_t)(num.front - p) < need) { /* z does not fit: it ends the packet's zones */
+#if TMK__SIZE_BUILD
         n = i--;
         continue;
+#else
+        break;
+#endif
       }
     }
 
@@ -488,7 +511,9 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       cursor = z->start;
       root_depth = z->depth;
     }
-    /* OPEN or LEAF: the site in the tag when it is small, else after it */
+#if TMK__SIZE_BUILD
+    /* OPEN or LEAF: the site in the tag when it is small, else after it (one copy at -Os) */
+    short_max = is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX;
     if (z->site >= 1 && z->site <= short_max) {
       *p++ = (uint8_t)((is_open ? TMK__TAG_OPEN_SHORT : TMK__TAG_LEAF_SHORT) + z->site - 1);
     } else {
@@ -507,6 +532,41 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       tmk__learn(w->predict, 0, z->site, z->duration);
       cursor = zend;
     }
+#else
+    /* OPEN or LEAF, each written in full: what a speed build's compiler does best */
+    (void)short_max;
+    if (is_open) {
+      if (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX) {
+        *p++ = (uint8_t)(TMK__TAG_OPEN_SHORT + z->site - 1);
+      } else {
+        *p++ = TMK__TAG_OPEN;
+        p += tmk_proto_varint_put(p, z->site);
+      }
+      tmk__nout_num(&num, TMK__NUM_GAP, gap);
+      open_end[nopen] = zend;
+      open_site[nopen] = z->site;
+      if (nopen == 0) open_depth0 = z->depth;
+      nopen++;
+      cursor = z->start;
+    } else {
+      if (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX) {
+        *p++ = (uint8_t)(TMK__TAG_LEAF_SHORT + z->site - 1);
+      } else {
+        *p++ = TMK__TAG_LEAF;
+        p += tmk_proto_varint_put(p, z->site);
+      }
+      tmk__nout_num(&num, TMK__NUM_GAP, gap);
+      tmk__nout_num(&num, dctx, code);
+      tmk__learn(w->predict, 0, z->site, z->duration);
+      cursor = zend;
+    }
+#endif
+  }
+  while (!TMK__SIZE_BUILD && nopen) {
+    nopen--;
+    *p++ = TMK__TAG_CLOSE;
+    tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
+    cursor = open_end[nopen];
   }
   if (i == 0 && !had_base) {
     w->has_base = 0;
