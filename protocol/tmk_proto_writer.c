@@ -132,21 +132,6 @@ static void tmk__w_base(tmk_proto_writer* w, uint64_t t) {
   }
 }
 
-int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread) {
-  tmk__ob o;
-  int rc;
-  if (thread == w->thread) return 0;
-  tmk__w_open(w, &o);
-  tmk__ob_u8(&o, TMK__TAG_THREAD);
-  tmk__ob_var(&o, thread);
-  if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
-  w->records--; /* a context switch, not a record */
-  w->thread = thread;
-  w->zone_cursor = w->event_cursor = w->base_time;
-  w->root_depth = 0;
-  return 0;
-}
-
 /* Every record but zones, in one function driven by a table of each record's fields in wire
  * order: one copy of the bounded-output, event-cursor and validation code and one field loop,
  * which is what a small board's image counts. A record that fails a check leaves the writer as
@@ -200,6 +185,18 @@ static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
   return timed;
 }
 
+/* One record in the writer: its tag (f[0]) and fields (f + 1, of the struct at base), committed
+ * only when all fit. Returns what tmk__ob_fields does, or TMK_ENOSPC / TMK_ESTATE. */
+static int tmk__w_fields(tmk_proto_writer* w, const void* base, const uint8_t* f, uint64_t* time) {
+  tmk__ob o;
+  int timed, rc;
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, f[0]);
+  if ((timed = tmk__ob_fields(&o, base, f + 1, w, time)) < 0) return timed;
+  if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
+  return timed;
+}
+
 #define TMK__F(kind, member) (uint8_t)(kind), (uint8_t)offsetof(tmk_proto_record, member)
 /* Each record: its tag, then (kind, offset) pairs, then 0 (§5.1, §5.2, §5.4 - §5.12). */
 static const uint8_t tmk__rec_fields[] = {
@@ -246,9 +243,8 @@ typedef char tmk__rec_fields_check[sizeof tmk__rec_fields == TMK__R_END ? 1 : -1
 
 int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
   const uint8_t* f;
-  tmk__ob o;
   uint64_t time = 0;
-  int timed, rc;
+  int timed;
   if (!w || !r || r->type > TMK_REC_TEAM_NAME || tmk__rec_at[r->type] == 0xFF) return TMK_EINVAL;
   /* the checks a field's type does not imply */
   if (r->type == TMK_REC_SITE) {
@@ -263,14 +259,21 @@ int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
        r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD))
     return TMK_EINVAL;
   f = tmk__rec_fields + tmk__rec_at[r->type] + (r->type == TMK_REC_PLOT && r->u.plot.is_double ? 8 : 0);
-  tmk__w_open(w, &o);
-  tmk__ob_u8(&o, *f++);
-  if ((timed = tmk__ob_fields(&o, r, f, w, &time)) < 0) return timed;
-  if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
-  if (timed) {
-    tmk__w_base(w, time);
-    w->event_cursor = time;
-  }
+  if ((timed = tmk__w_fields(w, r, f, &time)) <= 0) return timed;
+  tmk__w_base(w, time);
+  w->event_cursor = time;
+  return 0;
+}
+
+int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread) {
+  static const uint8_t fields[] = {TMK__TAG_THREAD, TMK__F_U32, 0, 0};
+  int rc;
+  if (thread == w->thread) return 0;
+  if ((rc = tmk__w_fields(w, &thread, fields, NULL)) < 0) return rc;
+  w->records--; /* a context switch, not a record */
+  w->thread = thread;
+  w->zone_cursor = w->event_cursor = w->base_time;
+  w->root_depth = 0;
   return 0;
 }
 
