@@ -497,11 +497,14 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   fc.state = carve(&p, end, tmk__flush_state_size());
   fc.body = carve(&p, end, body_cap);
   fc.out = carve(&p, end, max_packet + 3u);
-  fc.rx_cap = 512;
-  fc.rx = carve(&p, end, fc.rx_cap);
+  if (TMK_PORT_HAS_SOCKETS) { /* only a socket receives (tmk__transport_recv) */
+    fc.rx_cap = 512;
+    fc.rx = carve(&p, end, fc.rx_cap);
+    if (!fc.rx) return TMK_ENOMEM;
+  }
   fc.batch_cap = bytes >= (256u << 10) ? 1024u : bytes >= (32u << 10) ? 256u : 16u;
   fc.batch = (tmk_proto_zone*)(void*)carve(&p, end, fc.batch_cap * sizeof(tmk_proto_zone));
-  if (!fc.state || !fc.body || !fc.out || !fc.rx || !fc.batch) return TMK_ENOMEM;
+  if (!fc.state || !fc.body || !fc.out || !fc.batch) return TMK_ENOMEM;
   lz4_size = tmk_proto_lz4_state_size();
   if (lz4_size && !d.no_compression && bytes >= (128u << 10))
     fc.lz4_state = carve(&p, end, lz4_size);
