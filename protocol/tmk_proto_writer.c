@@ -449,7 +449,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
 #endif
     int need_at = 0, is_open = 0;
     size_t need;
-    unsigned nbits, dctx = TMK__NUM_DUR, short_max; /* at -Os: the largest site in the tag */
+    unsigned nbits, dctx = TMK__NUM_DUR;
     uint64_t gap, code = 0, pred;
 
     /* Close the open zones that cannot hold z as a direct child (all of them after the last). */
@@ -477,17 +477,67 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       dctx = tmk__predict(w->predict, 0, z->site, &pred);
       code = tmk__pcode(dctx, z->duration, pred);
     }
+#if TMK__SIZE_BUILD
+    {
+      /* -Os: the zone's record bytes and number bits go to scratch first, so what it takes is
+       * counted by the code that writes it (no separate size count); if the room left after it
+       * cannot also hold a CLOSE for every zone still open, it ends the packet's zones. */
+      uint8_t rec[32], bits[24], *q = rec;
+      tmk__nout t = num;
+      uint32_t saved_gap = num.state[TMK__NUM_GAP], saved_dur = num.state[dctx];
+      size_t nb;
+      (void)need; /* the speed build's exact count near the end of the packet */
+      (void)nbits;
+      t.front = bits + sizeof bits;
+      if (need_at) {
+        *q++ = TMK__TAG_AT;
+        q += tmk_proto_varint_put(q, z->depth);
+        q += tmk_proto_varint_put(q, tmk__zz(z->start - cursor));
+      }
+      /* OPEN or LEAF: the site in the tag when it is small, else after it */
+      if (z->site >= 1 && z->site <= (is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX)) {
+        *q++ = (uint8_t)((is_open ? TMK__TAG_OPEN_SHORT : TMK__TAG_LEAF_SHORT) + z->site - 1);
+      } else {
+        *q++ = is_open ? TMK__TAG_OPEN : TMK__TAG_LEAF;
+        q += tmk_proto_varint_put(q, z->site);
+      }
+      tmk__nout_num(&t, TMK__NUM_GAP, gap);
+      if (!is_open) tmk__nout_num(&t, dctx, code);
+      nb = (size_t)(bits + sizeof bits - t.front);
+      if ((size_t)(num.front - p) < (size_t)TMK__CLOSE_MAX * (nopen + (unsigned)is_open) +
+                                        (size_t)(q - rec) + nb + (t.pend ? 1u : 0u)) {
+        num.state[TMK__NUM_GAP] = saved_gap; /* as it was: z is not written */
+        num.state[dctx] = saved_dur;
+        n = i--;
+        continue;
+      }
+      memcpy(p, rec, (size_t)(q - rec));
+      p += q - rec;
+      num.front -= nb;
+      memcpy(num.front, t.front, nb);
+      num.acc = t.acc;
+      num.pend = t.pend;
+    }
+    if (need_at) {
+      cursor = z->start;
+      root_depth = z->depth;
+    }
+    if (is_open) {
+      open_end[nopen] = zend;
+      open_site[nopen] = z->site;
+      if (nopen == 0) open_depth0 = z->depth;
+      nopen++;
+      cursor = z->start;
+    } else {
+      tmk__learn(w->predict, 0, z->site, z->duration);
+      cursor = zend;
+    }
+#else
     need = (size_t)TMK__CLOSE_MAX * (nopen + (unsigned)is_open);
     if ((size_t)(num.front - p) < need + TMK__ZONE_MAX) {
       /* Near the end of the packet: work out exactly what this zone takes. */
       if (need_at) need += 1 + tmk__varint_size(z->depth) + tmk__varint_size(tmk__zz(z->start - cursor));
       nbits = num.pend + tmk__rice_bits(gap, tmk__rice_k(num.state[TMK__NUM_GAP]));
-#if TMK__SIZE_BUILD
-      short_max = is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX;
-      need += (z->site >= 1 && z->site <= short_max ? 1 : 1 + tmk__varint_size(z->site));
-      /* Contexts are separate, so coding the gap leaves the duration's state unchanged. */
-      if (!is_open) nbits += tmk__rice_bits(code, tmk__rice_k(num.state[dctx]));
-#else
       if (is_open) {
         need += (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
       } else {
@@ -495,16 +545,8 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         need += (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
         nbits += tmk__rice_bits(code, tmk__rice_k(num.state[dctx]));
       }
-#endif
       need += (nbits + 7) / 8;
-      if ((size_t)(num.front - p) < need) { /* z does not fit: it ends the packet's zones */
-#if TMK__SIZE_BUILD
-        n = i--;
-        continue;
-#else
-        break;
-#endif
-      }
+      if ((size_t)(num.front - p) < need) break;
     }
 
     if (need_at) {
@@ -514,30 +556,6 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       cursor = z->start;
       root_depth = z->depth;
     }
-#if TMK__SIZE_BUILD
-    /* OPEN or LEAF: the site in the tag when it is small, else after it (one copy at -Os) */
-    short_max = is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX;
-    if (z->site >= 1 && z->site <= short_max) {
-      *p++ = (uint8_t)((is_open ? TMK__TAG_OPEN_SHORT : TMK__TAG_LEAF_SHORT) + z->site - 1);
-    } else {
-      *p++ = is_open ? TMK__TAG_OPEN : TMK__TAG_LEAF;
-      p += tmk_proto_varint_put(p, z->site);
-    }
-    tmk__nout_num(&num, TMK__NUM_GAP, gap);
-    if (is_open) {
-      open_end[nopen] = zend;
-      open_site[nopen] = z->site;
-      if (nopen == 0) open_depth0 = z->depth;
-      nopen++;
-      cursor = z->start;
-    } else {
-      tmk__nout_num(&num, dctx, code);
-      tmk__learn(w->predict, 0, z->site, z->duration);
-      cursor = zend;
-    }
-#else
-    /* OPEN or LEAF, each written in full: what a speed build's compiler does best */
-    (void)short_max;
     if (is_open) {
       if (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX) {
         *p++ = (uint8_t)(TMK__TAG_OPEN_SHORT + z->site - 1);
