@@ -631,6 +631,7 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
   if (!w->sealed) {
     /* Body = varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
     uint32_t a = w->a_end - TMK__APREFIX, b;
+    uint8_t lens[TMK__APREFIX];
     unsigned pre;
     if (w->npend) { /* the last bits, zero-padded; room for this byte was kept */
       w->buf[--w->b_start] = (uint8_t)w->nacc;
@@ -638,10 +639,11 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
       w->npend = 0;
     }
     b = w->cap - w->b_start;
-    pre = tmk__varint_size(a) + tmk__varint_size(b);
+    pre = (unsigned)tmk_proto_varint_put(lens, a);
+    pre += (unsigned)tmk_proto_varint_put(lens + pre, b);
     memmove(w->buf + w->a_end, w->buf + w->b_start, b);
     body_at = TMK__APREFIX - pre;
-    tmk_proto_varint_put(w->buf + body_at + tmk_proto_varint_put(w->buf + body_at, a), b);
+    memcpy(w->buf + body_at, lens, pre);
     w->b_start = body_at; /* once sealed, b_start is where the joined body begins */
     w->sealed = 1;
     w->len = pre + a + b;
