@@ -258,7 +258,8 @@ int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
       ((r->type == TMK_REC_MARKER_BEGIN || r->type == TMK_REC_MARKER_END) &&
        r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD))
     return TMK_EINVAL;
-  f = tmk__rec_fields + tmk__rec_at[r->type] + (r->type == TMK_REC_PLOT && r->u.plot.is_double ? 8 : 0);
+  f = tmk__rec_fields + tmk__rec_at[r->type];
+  if (r->type == TMK_REC_PLOT && r->u.plot.is_double) f += TMK__R_PLOT_D - TMK__R_PLOT_I;
   if ((timed = tmk__w_fields(w, r, f, &time)) <= 0) return timed;
   tmk__w_base(w, time);
   w->event_cursor = time;

@@ -272,7 +272,8 @@ static void test_packet_bytes_pinned(void** state) {
   shuffle(g_in, n, 17);
   for (c = 0; c < n; c += 7) g_in[c].site += 200;
   for (c = 0; c < sizeof caps / sizeof caps[0]; c++) h = h * 31u + packets_hash(g_in, n, caps[c]);
-  if (h != 0x1eba42f0d7857171ull) fail_msg("packet bytes changed: hash 0x%016llx", (unsigned long long)h);
+  if (h != 0x1eba42f0d7857171ull)
+    fail_msg("packet bytes changed: hash 0x%016llx", (unsigned long long)h);
 }
 
 /* Zones of several threads interleaved in one packet keep their thread. */
