@@ -45,7 +45,7 @@ static tmk__thread* attach_thread(void) {
   uint32_t tag = tmk_port_load32_acquire(&tmk__g.tls_tag);
   uint32_t i;
   if (!tmk_port_load32_acquire(&tmk__g.running)) return NULL;
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     uint32_t expected = TMK__SLOT_FREE;
     if (tmk_port_load32_relaxed(&t->state) != TMK__SLOT_FREE) continue;
@@ -402,7 +402,7 @@ static uint32_t early_words(void) {
 /* Returns 1 when some ring holds more than `words` (read without the lock: a hint). */
 static int rings_over(uint32_t words) {
   uint32_t i;
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     if (tmk_port_load32_relaxed(&t->head) - tmk_port_load32_relaxed(&t->tail) > words) return 1;
   }
@@ -510,7 +510,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
     fc.lz4_state = carve(&p, end, lz4_size);
   remaining = p < end ? (size_t)(end - p) : 0;
   slot_bytes = (uint32_t)((sizeof(tmk__thread) + 63u) & ~(size_t)63u) + 64u;
-  threads = d.max_threads ? d.max_threads : 16u;
+  threads = TMK_PORT_ONE_THREAD ? 1u : d.max_threads ? d.max_threads : 16u;
   if (threads > 0xFFFFu) return TMK_EINVAL; /* slot indices are 16-bit in the TLS value */
   if (d.ring_bytes) {
     ring_bytes = pow2_floor(d.ring_bytes);

@@ -519,7 +519,7 @@ static void account_drops(void) {
   tmk__flusher* g = F;
   uint32_t i, cur;
   int r;
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     for (r = 0; r < TMK_DROP_REASON_COUNT; r++) {
       cur = tmk_port_load32_relaxed(&t->drops[r]);
@@ -553,7 +553,7 @@ static void emit_meta(void) {
   uint32_t i;
   rec r;
   for (s = g->sites; s; s = s->next) emit_site(s);
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     if (t->name_len) emit_thread_name(t);
   }
@@ -800,7 +800,7 @@ int tmk__flush_cycle(int full) {
     g->last_meta_ms = now;
     emit_meta();
   }
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     uint32_t state = tmk_port_load32_acquire(&t->state);
     if (state == TMK__SLOT_FREE || state == TMK__SLOT_CLAIMING) continue;
