@@ -249,7 +249,8 @@ static int send_packet(void) {
  * ========================================================================================== */
 
 /* A record goes to the writer in its decoded form (tmk_proto_put_record): one call for every
- * type, so a board's image holds one record writer, not one per type. */
+ * type, so a board's image holds one record writer, not one per type. The writer reads only the
+ * fields of r->type (tmk_proto.h), so the records here are filled, not cleared first. */
 typedef tmk_proto_record rec;
 
 /* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
@@ -281,7 +282,6 @@ static void emit_site(tmk_site* s) {
   rec r;
   tmk_proto_site* ps = &r.u.site;
   size_t nl = s->name ? strlen(s->name) : 0, fl = s->file ? strlen(s->file) : 0;
-  memset(&r, 0, sizeof r);
   r.type = TMK_REC_SITE;
   ps->id = s->id;
   ps->kind = s->kind;
@@ -304,7 +304,6 @@ static void emit_site(tmk_site* s) {
 /* Writes the THREAD_NAME record of slot t. */
 static void emit_thread_name(const tmk__thread* t) {
   rec r;
-  memset(&r, 0, sizeof r);
   r.type = TMK_REC_THREAD_NAME;
   r.thread = t->id;
   r.u.thread_name.name.ptr = t->name;
@@ -442,7 +441,6 @@ static void drain_thread(tmk__thread* t) {
     /* entries of types 1..6 name a call site (registered on first use); thread names do not */
     uint32_t id = type >= TMK__E_ZONE && type <= TMK__E_MESSAGE ? site_id(site) : 0;
     rec r;
-    memset(&r, 0, sizeof r);
     if (len > TMK_PROTO_MAX_STRING) len = TMK_PROTO_MAX_STRING;
     switch (type) {
       case TMK__E_ZONE: {
@@ -538,7 +536,6 @@ static void emit_drops(int all) {
   for (reason = 0; reason < TMK_DROP_REASON_COUNT; reason++) {
     if (F->drops[reason] == F->drops_sent[reason] && !(all && F->drops[reason]))
       continue;
-    memset(&r, 0, sizeof r);
     r.type = TMK_REC_DROPS;
     r.u.drops.reason = (uint32_t)reason;
     r.u.drops.count = F->drops[reason];
@@ -562,14 +559,12 @@ static void emit_meta(void) {
     size_t len;
     if (!name) continue;
     len = strlen(name);
-    memset(&r, 0, sizeof r);
     r.type = TMK_REC_TEAM_NAME;
     r.u.team.bit = i;
     r.u.team.name.ptr = name;
     r.u.team.name.len = (uint32_t)(len > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : len);
     emit(&r, NO_THREAD);
   }
-  memset(&r, 0, sizeof r);
   r.type = TMK_REC_CLOCK_SYNC;
   r.u.clock.ticks = tmk__now_ticks();
   r.u.clock.unix_ns = tmk_port_unix_ns();
