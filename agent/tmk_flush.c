@@ -282,6 +282,7 @@ static void emit_site(tmk_site* s) {
   rec r;
   tmk_proto_site* ps = &r.u.site;
   size_t nl = s->name ? strlen(s->name) : 0, fl = s->file ? strlen(s->file) : 0;
+  memset(&r, 0, sizeof r);
   r.type = TMK_REC_SITE;
   ps->id = s->id;
   ps->kind = s->kind;
@@ -304,6 +305,7 @@ static void emit_site(tmk_site* s) {
 /* Writes the THREAD_NAME record of slot t. */
 static void emit_thread_name(const tmk__thread* t) {
   rec r;
+  memset(&r, 0, sizeof r);
   r.type = TMK_REC_THREAD_NAME;
   r.thread = t->id;
   r.u.thread_name.name.ptr = t->name;
@@ -441,6 +443,7 @@ static void drain_thread(tmk__thread* t) {
     /* entries of types 1..6 name a call site (registered on first use); thread names do not */
     uint32_t id = type >= TMK__E_ZONE && type <= TMK__E_MESSAGE ? site_id(site) : 0;
     rec r;
+    memset(&r, 0, sizeof r);
     if (len > TMK_PROTO_MAX_STRING) len = TMK_PROTO_MAX_STRING;
     switch (type) {
       case TMK__E_ZONE: {
