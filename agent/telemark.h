@@ -83,7 +83,7 @@ typedef struct tmk_agent_desc {
   const char* file_path;      /* file transport; 0: "telemark.tmk" */
   tmk_write_callback write;   /* callback transport */
   uint32_t ring_bytes;        /* per thread, rounded down to a power of two; 0: from arena */
-  uint32_t max_threads;       /* 0: as many as the arena holds, up to 16 */
+  uint32_t max_threads;       /* 0: as many as the arena holds, up to 16 (1 on a one-thread port) */
   tmk_overflow overflow;      /* 0: drop */
   uint32_t flush_interval_ms; /* 0: 10 */
   uint32_t max_packet;        /* 0: 1200; 16 KB over TCP or UDP to 127.x/localhost/::1 with an

@@ -45,7 +45,7 @@ static tmk__thread* attach_thread(void) {
   uint32_t tag = tmk_port_load32_acquire(&tmk__g.tls_tag);
   uint32_t i;
   if (!tmk_port_load32_acquire(&tmk__g.running)) return NULL;
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     uint32_t expected = TMK__SLOT_FREE;
     if (tmk_port_load32_relaxed(&t->state) != TMK__SLOT_FREE) continue;
@@ -402,7 +402,7 @@ static uint32_t early_words(void) {
 /* Returns 1 when some ring holds more than `words` (read without the lock: a hint). */
 static int rings_over(uint32_t words) {
   uint32_t i;
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     if (tmk_port_load32_relaxed(&t->head) - tmk_port_load32_relaxed(&t->tail) > words) return 1;
   }
@@ -477,10 +477,10 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   gen = tmk__g.gen;
   memset(&tmk__g, 0, sizeof tmk__g);
   tmk__g.gen = gen;
-  if (!d.relay_host) d.relay_host = "127.0.0.1";
+  if (!d.relay_host && TMK_PORT_HAS_SOCKETS) d.relay_host = "127.0.0.1";
   if (!d.relay_port) d.relay_port = TMK_PROTO_DEFAULT_PORT;
   if (!d.program) d.program = "telemark-app";
-  if (!d.file_path) d.file_path = "telemark.tmk";
+  if (!d.file_path && TMK_PORT_HAS_FILES) d.file_path = "telemark.tmk";
   tmk__g.desc = d;
   tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
   tmk__g.overflow = (uint32_t)d.overflow;
@@ -497,17 +497,20 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   fc.state = carve(&p, end, tmk__flush_state_size());
   fc.body = carve(&p, end, body_cap);
   fc.out = carve(&p, end, max_packet + 3u);
-  fc.rx_cap = 512;
-  fc.rx = carve(&p, end, fc.rx_cap);
+  if (TMK_PORT_HAS_SOCKETS) { /* only a socket receives (tmk__transport_recv) */
+    fc.rx_cap = 512;
+    fc.rx = carve(&p, end, fc.rx_cap);
+    if (!fc.rx) return TMK_ENOMEM;
+  }
   fc.batch_cap = bytes >= (256u << 10) ? 1024u : bytes >= (32u << 10) ? 256u : 16u;
   fc.batch = (tmk_proto_zone*)(void*)carve(&p, end, fc.batch_cap * sizeof(tmk_proto_zone));
-  if (!fc.state || !fc.body || !fc.out || !fc.rx || !fc.batch) return TMK_ENOMEM;
+  if (!fc.state || !fc.body || !fc.out || !fc.batch) return TMK_ENOMEM;
   lz4_size = tmk_proto_lz4_state_size();
   if (lz4_size && !d.no_compression && bytes >= (128u << 10))
     fc.lz4_state = carve(&p, end, lz4_size);
   remaining = p < end ? (size_t)(end - p) : 0;
   slot_bytes = (uint32_t)((sizeof(tmk__thread) + 63u) & ~(size_t)63u) + 64u;
-  threads = d.max_threads ? d.max_threads : 16u;
+  threads = TMK_PORT_ONE_THREAD ? 1u : d.max_threads ? d.max_threads : 16u;
   if (threads > 0xFFFFu) return TMK_EINVAL; /* slot indices are 16-bit in the TLS value */
   if (d.ring_bytes) {
     ring_bytes = pow2_floor(d.ring_bytes);

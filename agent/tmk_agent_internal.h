@@ -120,6 +120,8 @@ typedef struct tmk__agent {
 
 extern tmk__agent tmk__g;
 
+/* Thread slots in use: one, fixed, on a port with one thread of execution (TMK_PORT_ONE_THREAD). */
+#define TMK__NTHREADS (TMK_PORT_ONE_THREAD ? 1u : tmk__g.nthreads)
 static inline tmk__thread* tmk__slot(uint32_t i) {
   return (tmk__thread*)(void*)((uint8_t*)tmk__g.threads + (size_t)i * tmk__g.slot_stride);
 }

@@ -249,7 +249,8 @@ static int send_packet(void) {
  * ========================================================================================== */
 
 /* A record goes to the writer in its decoded form (tmk_proto_put_record): one call for every
- * type, so a board's image holds one record writer, not one per type. */
+ * type, so a board's image holds one record writer, not one per type. The writer reads only the
+ * fields of r->type (tmk_proto.h), so the records here are filled, not cleared first. */
 typedef tmk_proto_record rec;
 
 /* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
@@ -519,7 +520,7 @@ static void account_drops(void) {
   tmk__flusher* g = F;
   uint32_t i, cur;
   int r;
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     for (r = 0; r < TMK_DROP_REASON_COUNT; r++) {
       cur = tmk_port_load32_relaxed(&t->drops[r]);
@@ -538,7 +539,6 @@ static void emit_drops(int all) {
   for (reason = 0; reason < TMK_DROP_REASON_COUNT; reason++) {
     if (F->drops[reason] == F->drops_sent[reason] && !(all && F->drops[reason]))
       continue;
-    memset(&r, 0, sizeof r);
     r.type = TMK_REC_DROPS;
     r.u.drops.reason = (uint32_t)reason;
     r.u.drops.count = F->drops[reason];
@@ -553,7 +553,7 @@ static void emit_meta(void) {
   uint32_t i;
   rec r;
   for (s = g->sites; s; s = s->next) emit_site(s);
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     if (t->name_len) emit_thread_name(t);
   }
@@ -562,14 +562,12 @@ static void emit_meta(void) {
     size_t len;
     if (!name) continue;
     len = strlen(name);
-    memset(&r, 0, sizeof r);
     r.type = TMK_REC_TEAM_NAME;
     r.u.team.bit = i;
     r.u.team.name.ptr = name;
     r.u.team.name.len = (uint32_t)(len > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : len);
     emit(&r, NO_THREAD);
   }
-  memset(&r, 0, sizeof r);
   r.type = TMK_REC_CLOCK_SYNC;
   r.u.clock.ticks = tmk__now_ticks();
   r.u.clock.unix_ns = tmk_port_unix_ns();
@@ -698,8 +696,10 @@ int tmk__flush_open(const tmk__flush_config* c) {
   const tmk_agent_desc* d = &tmk__g.desc;
   int rc;
   memset(g, 0, sizeof *g);
-  if (strlen(d->relay_host) >= sizeof g->host) return TMK_EINVAL;
-  strcpy(g->host, d->relay_host);
+  if (TMK_PORT_HAS_SOCKETS) { /* only a socket transport has a relay host */
+    if (strlen(d->relay_host) >= sizeof g->host) return TMK_EINVAL;
+    strcpy(g->host, d->relay_host);
+  }
   strncpy(g->program, d->program, sizeof g->program - 1);
   strncpy(g->build, d->build ? d->build : "", sizeof g->build - 1); /* length checked at init */
   strncpy(g->label, d->label ? d->label : "", sizeof g->label - 1);
@@ -798,7 +798,7 @@ int tmk__flush_cycle(int full) {
     g->last_meta_ms = now;
     emit_meta();
   }
-  for (i = 0; i < tmk__g.nthreads; i++) {
+  for (i = 0; i < TMK__NTHREADS; i++) {
     tmk__thread* t = tmk__slot(i);
     uint32_t state = tmk_port_load32_acquire(&t->state);
     if (state == TMK__SLOT_FREE || state == TMK__SLOT_CLAIMING) continue;

@@ -15,9 +15,9 @@ static void put(line* l, char c) {
   if (l->len + 1u < sizeof l->buf) l->buf[l->len++] = c;
 }
 
-/* Writes v in base 10 or 16, at least `width` digits wide, padded with `pad`. 32-bit words only
- * (no 64-bit division on 32-bit targets); a 64-bit hex value is written as two words. */
-static void put_num(line* l, uint32_t v, unsigned base, unsigned width, char pad) {
+/* Writes v in base 10 or 16, at least `width` digits wide (zero-padded). 32-bit words only (no
+ * 64-bit division on 32-bit targets); a 64-bit hex value is written as two words. */
+static void put_num(line* l, uint32_t v, unsigned base, unsigned width) {
   char digits[10];
   unsigned n = 0;
   do {
@@ -25,14 +25,15 @@ static void put_num(line* l, uint32_t v, unsigned base, unsigned width, char pad
     v /= base;
   } while (v);
   while (width > n) {
-    put(l, pad);
+    put(l, '0');
     width--;
   }
   while (n) put(l, digits[--n]);
 }
 
-/* Writes "telemark: " and then `fmt` (without that prefix). Supports %s, %.*s, %c, %d, %u, %x with
- * a width and '0', and %llx (the only 64-bit form). */
+/* Writes "telemark: " and then `fmt` (without that prefix). Supports %s, %.*s, %d, %u, %x with a
+ * zero-padded width ("%08x": the only padding the agent's lines use), and %llx (the only 64-bit
+ * form). */
 void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
   line l;
   va_list ap;
@@ -41,14 +42,13 @@ void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
   l.len = 10;
   va_start(ap, fmt);
   for (; *fmt; fmt++) {
-    char pad = ' ';
     unsigned width = 0, longs = 0;
     int prec = -1;
     if (*fmt != '%') {
       put(&l, *fmt);
       continue;
     }
-    if (*++fmt == '0') pad = '0';
+    fmt++;
     while (*fmt >= '0' && *fmt <= '9') width = width * 10u + (unsigned)(*fmt++ - '0');
     if (fmt[0] == '.' && fmt[1] == '*') {
       prec = va_arg(ap, int);
@@ -62,22 +62,21 @@ void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
         for (; *s && prec != 0; s++, prec--) put(&l, *s);
         break;
       }
-      case 'c': put(&l, (char)va_arg(ap, int)); break;
       case 'd': {
         int v = va_arg(ap, int);
         if (v < 0) put(&l, '-');
-        put_num(&l, v < 0 ? 0u - (uint32_t)v : (uint32_t)v, 10u, width, pad);
+        put_num(&l, v < 0 ? 0u - (uint32_t)v : (uint32_t)v, 10u, width);
         break;
       }
-      case 'u': put_num(&l, va_arg(ap, unsigned), 10u, width, pad); break;
+      case 'u': put_num(&l, va_arg(ap, unsigned), 10u, width); break;
       case 'x':
         if (longs >= 2) {
           unsigned long long v = va_arg(ap, unsigned long long);
           uint32_t hi = (uint32_t)(v >> 32);
-          if (hi) put_num(&l, hi, 16u, width > 8u ? width - 8u : 0u, pad);
-          put_num(&l, (uint32_t)v, 16u, hi ? 8u : width, hi ? '0' : pad);
+          if (hi) put_num(&l, hi, 16u, width > 8u ? width - 8u : 0u);
+          put_num(&l, (uint32_t)v, 16u, hi ? 8u : width);
         } else {
-          put_num(&l, va_arg(ap, unsigned), 16u, width, pad);
+          put_num(&l, va_arg(ap, unsigned), 16u, width);
         }
         break;
       case '%': put(&l, '%'); break;

@@ -62,7 +62,12 @@ extern "C" {
  *   void  tmk_port_tls_set(void* v); sets the calling thread's value
  * One pointer-sized value per thread, for the agent alone. Called on the hot path: make get
  * cheap (a __thread variable, TlsGetValue, a table indexed by a hardware thread id). A port
- * without threads may keep it in one static variable. */
+ * without threads may keep it in one static variable; if only one thread of execution ever
+ * records (a bare-metal main loop), it also sets TMK_PORT_ONE_THREAD 1: the agent then keeps one
+ * thread slot (desc.max_threads is ignored) and its loops over slots fold away. */
+#ifndef TMK_PORT_ONE_THREAD
+#define TMK_PORT_ONE_THREAD 0
+#endif
 
 /* ==== Fast ticks ==============================================================================
  * tmk_port_fast_ticks() is read on the hot path when the game gives no desc.clock. A port may

@@ -350,8 +350,9 @@ void tmk_proto_writer_reset(tmk_proto_writer* w);
 int tmk_proto_writer_empty(const tmk_proto_writer* w);
 
 /* Writes one record given in its decoded form (tmk_proto_next's output): any type but
- * TMK_REC_ZONE (zones go through tmk_proto_put_zones). rec->thread is the named thread of a
- * THREAD_NAME and is ignored otherwise (tmk_proto_put_thread switches threads). The puts below
+ * TMK_REC_ZONE (zones go through tmk_proto_put_zones). It reads only the union member of
+ * rec->type; rec->thread is the named thread of a THREAD_NAME and is ignored otherwise
+ * (tmk_proto_put_thread switches threads). The puts below
  * are this call for one type. Returns 0 or a negative TMK_E* code (TMK_EINVAL, TMK_ENOSPC,
  * TMK_ESTATE). */
 int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* rec);

@@ -45,6 +45,14 @@
 #define TMK__SMALL static inline
 #endif
 
+/* TMK__SIZE_BUILD is 1 at -Os: where a loop's shape trades speed for bytes, the small form is
+ * taken in `if (TMK__SIZE_BUILD)` and a speed build compiles the code it always had. */
+#if defined(__OPTIMIZE_SIZE__)
+#define TMK__SIZE_BUILD 1
+#else
+#define TMK__SIZE_BUILD 0
+#endif
+
 /* ---- Record tags (§5, table) -------------------------------------------------------------- */
 #define TMK__TAG_SITE 0x01
 #define TMK__TAG_THREAD 0x02

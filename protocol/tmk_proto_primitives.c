@@ -47,18 +47,18 @@ int tmk_proto_varint_get(const uint8_t* p, const uint8_t* end, uint64_t* v) {
 
 int tmk__write_header(uint8_t* out, size_t cap, unsigned flags, unsigned type, uint64_t session,
                       uint64_t seq, uint64_t base, uint32_t raw_len) {
-  size_t n = 14 + tmk__varint_size(seq) + tmk__varint_size(base);
-  if (flags & TMK_PKT_F_LZ4) n += tmk__varint_size(raw_len);
+  uint8_t h[TMK_PROTO_MAX_HEADER]; /* written here first: its length is known once written */
+  size_t n = 14;
+  memcpy(h, "TMK", 3);
+  h[3] = TMK_PROTO_VERSION;
+  h[4] = (uint8_t)flags;
+  h[5] = (uint8_t)type;
+  tmk__put_u64(h + 6, session, (flags & TMK_PKT_F_BIG_ENDIAN) != 0);
+  n += (size_t)tmk_proto_varint_put(h + n, seq);
+  n += (size_t)tmk_proto_varint_put(h + n, base);
+  if (flags & TMK_PKT_F_LZ4) n += (size_t)tmk_proto_varint_put(h + n, raw_len);
   if (n > cap) return TMK_ENOSPC;
-  memcpy(out, "TMK", 3);
-  out[3] = TMK_PROTO_VERSION;
-  out[4] = (uint8_t)flags;
-  out[5] = (uint8_t)type;
-  tmk__put_u64(out + 6, session, (flags & TMK_PKT_F_BIG_ENDIAN) != 0);
-  n = 14;
-  n += (size_t)tmk_proto_varint_put(out + n, seq);
-  n += (size_t)tmk_proto_varint_put(out + n, base);
-  if (flags & TMK_PKT_F_LZ4) n += (size_t)tmk_proto_varint_put(out + n, raw_len);
+  memcpy(out, h, n);
   return (int)n;
 }
 

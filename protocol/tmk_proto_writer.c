@@ -132,115 +132,149 @@ static void tmk__w_base(tmk_proto_writer* w, uint64_t t) {
   }
 }
 
-int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread) {
+/* Every record but zones, in one function driven by a table of each record's fields in wire
+ * order: one copy of the bounded-output, event-cursor and validation code and one field loop,
+ * which is what a small board's image counts. A record that fails a check leaves the writer as
+ * it was: bytes written past a_end count only once committed. */
+enum {
+  TMK__F_U8 = 1, /* a uint8_t, as a varint */
+  TMK__F_BOOL,   /* a uint8_t, as varint 0 or 1 */
+  TMK__F_U32,    /* a uint32_t, as a varint */
+  TMK__F_U64,    /* a uint64_t, as a varint */
+  TMK__F_DT,     /* the event's time (uint64_t): zigzag of its distance from the event cursor */
+  TMK__F_ZZ,     /* an int64_t, zigzagged */
+  TMK__F_F64,    /* a double's bits, fixed width in the packet's byte order (§3.4) */
+  TMK__F_STR     /* a tmk_proto_str: varint length, bytes */
+};
+/* Writes the fields `f` lists ((kind, offset) pairs up to a 0) of the struct at `base`. Event
+ * times (TMK__F_DT) are coded from w's event cursor and the last one is stored in *time; w also
+ * gives the byte order of TMK__F_F64. Returns 1 when a time was written, 0 when none, or
+ * TMK_EINVAL for a string that is too long or has no bytes. */
+static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
+                          const tmk_proto_writer* w, uint64_t* time) {
+  int timed = 0;
+  for (; *f; f += 2) {
+    const void* at = (const char*)base + f[1];
+    uint64_t v;
+    switch (f[0]) {
+      case TMK__F_U8: v = *(const uint8_t*)at; break;
+      case TMK__F_BOOL: v = *(const uint8_t*)at != 0; break;
+      case TMK__F_U32: v = *(const uint32_t*)at; break;
+      case TMK__F_DT:
+        *time = *(const uint64_t*)at;
+        timed = 1;
+        v = tmk__zz(*time - (w->has_base ? w->event_cursor : *time));
+        break;
+      case TMK__F_ZZ: v = tmk__zz(*(const uint64_t*)at); break;
+      case TMK__F_F64: {
+        uint64_t bits;
+        memcpy(&bits, at, 8);
+        tmk__ob_u64(o, bits, w->big_endian);
+        continue;
+      }
+      case TMK__F_STR: {
+        const tmk_proto_str* s = (const tmk_proto_str*)at;
+        if (s->len > TMK_PROTO_MAX_STRING || (s->len && !s->ptr)) return TMK_EINVAL;
+        tmk__ob_str(o, s->len ? s->ptr : "", s->len);
+        continue;
+      }
+      default: v = *(const uint64_t*)at; break; /* TMK__F_U64 */
+    }
+    tmk__ob_var(o, v);
+  }
+  return timed;
+}
+
+/* One record in the writer: its tag (f[0]) and fields (f + 1, of the struct at base), committed
+ * only when all fit. Returns what tmk__ob_fields does, or TMK_ENOSPC / TMK_ESTATE. */
+static int tmk__w_fields(tmk_proto_writer* w, const void* base, const uint8_t* f, uint64_t* time) {
   tmk__ob o;
+  int timed, rc;
+  tmk__w_open(w, &o);
+  tmk__ob_u8(&o, f[0]);
+  if ((timed = tmk__ob_fields(&o, base, f + 1, w, time)) < 0) return timed;
+  if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
+  return timed;
+}
+
+#define TMK__F(kind, member) (uint8_t)(kind), (uint8_t)offsetof(tmk_proto_record, member)
+/* Each record: its tag, then (kind, offset) pairs, then 0 (§5.1, §5.2, §5.4 - §5.12). */
+static const uint8_t tmk__rec_fields[] = {
+#define TMK__R_SITE 0
+    TMK__TAG_SITE, TMK__F(TMK__F_U32, u.site.id), TMK__F(TMK__F_U8, u.site.kind),
+    TMK__F(TMK__F_U8, u.site.severity), TMK__F(TMK__F_U32, u.site.verbosity),
+    TMK__F(TMK__F_U32, u.site.color), TMK__F(TMK__F_U32, u.site.line),
+    TMK__F(TMK__F_STR, u.site.name), TMK__F(TMK__F_STR, u.site.file), 0,
+#define TMK__R_MARKER_BEGIN (TMK__R_SITE + 18)
+    TMK__TAG_MARKER_BEGIN, TMK__F(TMK__F_U32, u.marker.site), TMK__F(TMK__F_DT, u.marker.time),
+    TMK__F(TMK__F_STR, u.marker.payload), 0,
+#define TMK__R_MARKER_END (TMK__R_MARKER_BEGIN + 8)
+    TMK__TAG_MARKER_END, TMK__F(TMK__F_U32, u.marker.site), TMK__F(TMK__F_DT, u.marker.time),
+    TMK__F(TMK__F_STR, u.marker.payload), 0,
+#define TMK__R_FRAME (TMK__R_MARKER_END + 8)
+    TMK__TAG_FRAME, TMK__F(TMK__F_U32, u.frame.site), TMK__F(TMK__F_DT, u.frame.time), 0,
+#define TMK__R_PLOT_I (TMK__R_FRAME + 6)
+    TMK__TAG_PLOT_I, TMK__F(TMK__F_U32, u.plot.site), TMK__F(TMK__F_DT, u.plot.time),
+    TMK__F(TMK__F_ZZ, u.plot.i), 0,
+#define TMK__R_PLOT_D (TMK__R_PLOT_I + 8)
+    TMK__TAG_PLOT_D, TMK__F(TMK__F_U32, u.plot.site), TMK__F(TMK__F_DT, u.plot.time),
+    TMK__F(TMK__F_F64, u.plot.d), 0,
+#define TMK__R_MESSAGE (TMK__R_PLOT_D + 8)
+    TMK__TAG_MESSAGE, TMK__F(TMK__F_U32, u.message.site), TMK__F(TMK__F_U8, u.message.severity),
+    TMK__F(TMK__F_U32, u.message.verbosity), TMK__F(TMK__F_DT, u.message.time),
+    TMK__F(TMK__F_STR, u.message.text), 0,
+#define TMK__R_THREAD_NAME (TMK__R_MESSAGE + 12)
+    TMK__TAG_THREAD_NAME, TMK__F(TMK__F_U32, thread), TMK__F(TMK__F_STR, u.thread_name.name), 0,
+#define TMK__R_DROPS (TMK__R_THREAD_NAME + 6)
+    TMK__TAG_DROPS, TMK__F(TMK__F_U32, u.drops.reason), TMK__F(TMK__F_U64, u.drops.count), 0,
+#define TMK__R_CLOCK (TMK__R_DROPS + 6)
+    TMK__TAG_CLOCK, TMK__F(TMK__F_U64, u.clock.ticks), TMK__F(TMK__F_U64, u.clock.unix_ns), 0,
+#define TMK__R_TEAM (TMK__R_CLOCK + 6)
+    TMK__TAG_TEAM, TMK__F(TMK__F_U32, u.team.bit), TMK__F(TMK__F_STR, u.team.name), 0,
+#define TMK__R_END (TMK__R_TEAM + 6)
+};
+/* Where each TMK_REC_* type's entry starts (0xFF: not written here); a plot with is_double
+ * takes the entry after it. */
+static const uint8_t tmk__rec_at[TMK_REC_TEAM_NAME + 1] = {
+    0xFF,          TMK__R_SITE,  0xFF,           TMK__R_MARKER_BEGIN, TMK__R_MARKER_END,
+    TMK__R_FRAME,  TMK__R_PLOT_I, TMK__R_MESSAGE, TMK__R_THREAD_NAME, TMK__R_DROPS,
+    TMK__R_CLOCK,  TMK__R_TEAM};
+typedef char tmk__rec_fields_check[sizeof tmk__rec_fields == TMK__R_END ? 1 : -1];
+
+int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
+  const uint8_t* f;
+  uint64_t time = 0;
+  int timed;
+  if (!w || !r || r->type > TMK_REC_TEAM_NAME || tmk__rec_at[r->type] == 0xFF) return TMK_EINVAL;
+  /* the checks a field's type does not imply */
+  if (r->type == TMK_REC_SITE) {
+    const tmk_proto_site* s = &r->u.site;
+    if (s->id == 0 || s->kind >= TMK_SITE_KIND_COUNT || s->severity >= TMK_SEV_COUNT ||
+        s->color > 0xFFFFFF)
+      return TMK_EINVAL;
+  }
+  if ((r->type == TMK_REC_MESSAGE && r->u.message.severity >= TMK_SEV_COUNT) ||
+      (r->type == TMK_REC_TEAM_NAME && r->u.team.bit >= TMK_PROTO_MAX_TEAMS) ||
+      ((r->type == TMK_REC_MARKER_BEGIN || r->type == TMK_REC_MARKER_END) &&
+       r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD))
+    return TMK_EINVAL;
+  f = tmk__rec_fields + tmk__rec_at[r->type];
+  if (r->type == TMK_REC_PLOT && r->u.plot.is_double) f += TMK__R_PLOT_D - TMK__R_PLOT_I;
+  if ((timed = tmk__w_fields(w, r, f, &time)) <= 0) return timed;
+  tmk__w_base(w, time);
+  w->event_cursor = time;
+  return 0;
+}
+
+int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread) {
+  static const uint8_t fields[] = {TMK__TAG_THREAD, TMK__F_U32, 0, 0};
   int rc;
   if (thread == w->thread) return 0;
-  tmk__w_open(w, &o);
-  tmk__ob_u8(&o, TMK__TAG_THREAD);
-  tmk__ob_var(&o, thread);
-  if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
+  if ((rc = tmk__w_fields(w, &thread, fields, NULL)) < 0) return rc;
   w->records--; /* a context switch, not a record */
   w->thread = thread;
   w->zone_cursor = w->event_cursor = w->base_time;
   w->root_depth = 0;
-  return 0;
-}
-
-/* Every record but zones, in one function: one copy of the bounded-output, event-cursor and
- * validation code, which is what a small board's image counts. A record that fails a check
- * leaves the writer as it was: bytes written past a_end count only once committed. */
-int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
-  tmk__ob o;
-  uint64_t time = 0;
-  const tmk_proto_str* str = NULL; /* a trailing string field (marker payloads are one too) */
-  int timed = 1, rc;
-  unsigned tag;
-  if (!w || !r) return TMK_EINVAL;
-  tmk__w_open(w, &o);
-  switch (r->type) {
-    case TMK_REC_SITE: {
-      const tmk_proto_site* s = &r->u.site;
-      if (s->id == 0 || s->kind >= TMK_SITE_KIND_COUNT || s->severity >= TMK_SEV_COUNT ||
-          s->color > 0xFFFFFF || s->name.len > TMK_PROTO_MAX_STRING ||
-          s->file.len > TMK_PROTO_MAX_STRING)
-        return TMK_EINVAL;
-      tmk__ob_u8(&o, TMK__TAG_SITE);
-      tmk__ob_var(&o, s->id);
-      tmk__ob_var(&o, s->kind);
-      tmk__ob_var(&o, s->severity);
-      tmk__ob_var(&o, s->verbosity);
-      tmk__ob_var(&o, s->color);
-      tmk__ob_var(&o, s->line);
-      tmk__ob_str(&o, s->name.ptr, s->name.len);
-      str = &s->file;
-      timed = 0;
-      break;
-    }
-    case TMK_REC_MESSAGE:
-      if (r->u.message.severity >= TMK_SEV_COUNT) return TMK_EINVAL;
-      time = r->u.message.time;
-      tmk__ob_u8(&o, TMK__TAG_MESSAGE);
-      tmk__ob_var(&o, r->u.message.site);
-      tmk__ob_var(&o, r->u.message.severity);
-      tmk__ob_var(&o, r->u.message.verbosity);
-      tmk__ob_var(&o, tmk__zz(time - (w->has_base ? w->event_cursor : time)));
-      str = &r->u.message.text;
-      break;
-    case TMK_REC_THREAD_NAME:
-    case TMK_REC_TEAM_NAME:
-      if (r->type == TMK_REC_TEAM_NAME && r->u.team.bit >= TMK_PROTO_MAX_TEAMS) return TMK_EINVAL;
-      tmk__ob_u8(&o, r->type == TMK_REC_TEAM_NAME ? TMK__TAG_TEAM : TMK__TAG_THREAD_NAME);
-      tmk__ob_var(&o, r->type == TMK_REC_TEAM_NAME ? r->u.team.bit : r->thread);
-      str = r->type == TMK_REC_TEAM_NAME ? &r->u.team.name : &r->u.thread_name.name;
-      timed = 0;
-      break;
-    case TMK_REC_DROPS:
-    case TMK_REC_CLOCK_SYNC:
-      /* drops and clock_sync share the layout: two varints (§5.9, §5.10) */
-      tmk__ob_u8(&o, r->type == TMK_REC_DROPS ? TMK__TAG_DROPS : TMK__TAG_CLOCK);
-      tmk__ob_var(&o, r->type == TMK_REC_DROPS ? r->u.drops.reason : r->u.clock.ticks);
-      tmk__ob_var(&o, r->type == TMK_REC_DROPS ? r->u.drops.count : r->u.clock.unix_ns);
-      timed = 0;
-      break;
-    case TMK_REC_FRAME:
-    case TMK_REC_PLOT:
-    case TMK_REC_MARKER_BEGIN:
-    case TMK_REC_MARKER_END:
-      /* events: tag, site, dt from the event cursor (§5.2), then their value; frame, plot and
-       * marker share the layout of their site and time (tmk_proto_record's common start) */
-      if (r->type == TMK_REC_FRAME) {
-        tag = TMK__TAG_FRAME;
-      } else if (r->type == TMK_REC_PLOT) {
-        tag = r->u.plot.is_double ? TMK__TAG_PLOT_D : TMK__TAG_PLOT_I;
-      } else {
-        if (r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD) return TMK_EINVAL;
-        tag = r->type == TMK_REC_MARKER_END ? TMK__TAG_MARKER_END : TMK__TAG_MARKER_BEGIN;
-        str = &r->u.marker.payload;
-      }
-      time = r->u.frame.time;
-      tmk__ob_u8(&o, tag);
-      tmk__ob_var(&o, r->u.frame.site);
-      tmk__ob_var(&o, tmk__zz(time - (w->has_base ? w->event_cursor : time)));
-      if (tag == TMK__TAG_PLOT_I) {
-        tmk__ob_var(&o, tmk__zz((uint64_t)r->u.plot.i));
-      } else if (tag == TMK__TAG_PLOT_D) {
-        uint64_t bits;
-        memcpy(&bits, &r->u.plot.d, 8);
-        tmk__ob_u64(&o, bits, w->big_endian);
-      }
-      break;
-    default: return TMK_EINVAL;
-  }
-  if (str) {
-    if (str->len > TMK_PROTO_MAX_STRING || (str->len && !str->ptr)) return TMK_EINVAL;
-    tmk__ob_str(&o, str->len ? str->ptr : "", str->len);
-  }
-  if ((rc = tmk__w_commit(w, &o)) != 0) return rc;
-  if (timed) {
-    tmk__w_base(w, time);
-    w->event_cursor = time;
-  }
   return 0;
 }
 
@@ -403,23 +437,35 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   }
   cursor = w->zone_cursor;
 
+  /* At -Os one pass past the last zone (z NULL) closes what is still open; a speed build has
+   * a loop of its own for that after this one. */
+#if TMK__SIZE_BUILD
+  for (i = 0;; i++) {
+    const tmk_proto_zone* z = i < n ? &zones[i] : NULL;
+    uint64_t zend = z ? z->start + z->duration : 0;
+#else
   for (i = 0; i < n; i++) {
     const tmk_proto_zone* z = &zones[i];
     uint64_t zend = z->start + z->duration;
+#endif
     int need_at = 0, is_open = 0;
     size_t need;
     unsigned nbits, dctx = TMK__NUM_DUR;
     uint64_t gap, code = 0, pred;
 
-    /* Close the open zones that cannot hold z as a direct child. */
+    /* Close the open zones that cannot hold z as a direct child (all of them after the last). */
     while (nopen) {
-      if (z->depth == open_depth0 + nopen && tmk__inside(cursor, open_end[nopen - 1], z))
+      if ((!TMK__SIZE_BUILD || z) && z->depth == open_depth0 + nopen &&
+          tmk__inside(cursor, open_end[nopen - 1], z))
         break;
       nopen--;
       *p++ = TMK__TAG_CLOSE;
       tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
       cursor = open_end[nopen];
     }
+#if TMK__SIZE_BUILD
+    if (!z) break;
+#endif
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
     if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
       const tmk_proto_zone* c = &zones[i + 1];
@@ -432,6 +478,62 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       dctx = tmk__predict(w->predict, 0, z->site, &pred);
       code = tmk__pcode(dctx, z->duration, pred);
     }
+#if TMK__SIZE_BUILD
+    {
+      /* -Os: the zone's record bytes and number bits go to scratch first, so what it takes is
+       * counted by the code that writes it (no separate size count); if the room left after it
+       * cannot also hold a CLOSE for every zone still open, it ends the packet's zones. */
+      uint8_t rec[32], bits[24], *q = rec;
+      tmk__nout t = num;
+      uint32_t saved_gap = num.state[TMK__NUM_GAP], saved_dur = num.state[dctx];
+      size_t nb;
+      (void)need; /* the speed build's exact count near the end of the packet */
+      (void)nbits;
+      t.front = bits + sizeof bits;
+      if (need_at) {
+        *q++ = TMK__TAG_AT;
+        q += tmk_proto_varint_put(q, z->depth);
+        q += tmk_proto_varint_put(q, tmk__zz(z->start - cursor));
+      }
+      /* OPEN or LEAF: the site in the tag when it is small, else after it */
+      if (z->site >= 1 && z->site <= (is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX)) {
+        *q++ = (uint8_t)((is_open ? TMK__TAG_OPEN_SHORT : TMK__TAG_LEAF_SHORT) + z->site - 1);
+      } else {
+        *q++ = is_open ? TMK__TAG_OPEN : TMK__TAG_LEAF;
+        q += tmk_proto_varint_put(q, z->site);
+      }
+      tmk__nout_num(&t, TMK__NUM_GAP, gap);
+      if (!is_open) tmk__nout_num(&t, dctx, code);
+      nb = (size_t)(bits + sizeof bits - t.front);
+      if ((size_t)(num.front - p) < (size_t)TMK__CLOSE_MAX * (nopen + (unsigned)is_open) +
+                                        (size_t)(q - rec) + nb + (t.pend ? 1u : 0u)) {
+        num.state[TMK__NUM_GAP] = saved_gap; /* as it was: z is not written */
+        num.state[dctx] = saved_dur;
+        n = i--;
+        continue;
+      }
+      memcpy(p, rec, (size_t)(q - rec));
+      p += q - rec;
+      num.front -= nb;
+      memcpy(num.front, t.front, nb);
+      num.acc = t.acc;
+      num.pend = t.pend;
+    }
+    if (need_at) {
+      cursor = z->start;
+      root_depth = z->depth;
+    }
+    if (is_open) {
+      open_end[nopen] = zend;
+      open_site[nopen] = z->site;
+      if (nopen == 0) open_depth0 = z->depth;
+      nopen++;
+      cursor = z->start;
+    } else {
+      tmk__learn(w->predict, 0, z->site, z->duration);
+      cursor = zend;
+    }
+#else
     need = (size_t)TMK__CLOSE_MAX * (nopen + (unsigned)is_open);
     if ((size_t)(num.front - p) < need + TMK__ZONE_MAX) {
       /* Near the end of the packet: work out exactly what this zone takes. */
@@ -480,8 +582,9 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       tmk__learn(w->predict, 0, z->site, z->duration);
       cursor = zend;
     }
+#endif
   }
-  while (nopen) {
+  while (!TMK__SIZE_BUILD && nopen) {
     nopen--;
     *p++ = TMK__TAG_CLOSE;
     tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
@@ -529,6 +632,7 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
   if (!w->sealed) {
     /* Body = varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
     uint32_t a = w->a_end - TMK__APREFIX, b;
+    uint8_t lens[TMK__APREFIX];
     unsigned pre;
     if (w->npend) { /* the last bits, zero-padded; room for this byte was kept */
       w->buf[--w->b_start] = (uint8_t)w->nacc;
@@ -536,10 +640,11 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
       w->npend = 0;
     }
     b = w->cap - w->b_start;
-    pre = tmk__varint_size(a) + tmk__varint_size(b);
+    pre = (unsigned)tmk_proto_varint_put(lens, a);
+    pre += (unsigned)tmk_proto_varint_put(lens + pre, b);
     memmove(w->buf + w->a_end, w->buf + w->b_start, b);
     body_at = TMK__APREFIX - pre;
-    tmk_proto_varint_put(w->buf + body_at + tmk_proto_varint_put(w->buf + body_at, a), b);
+    memcpy(w->buf + body_at, lens, pre);
     w->b_start = body_at; /* once sealed, b_start is where the joined body begins */
     w->sealed = 1;
     w->len = pre + a + b;
@@ -596,28 +701,33 @@ static int tmk__ctl_close(tmk__ob* o, void* out) {
 
 static void tmk__ob_pstr(tmk__ob* o, tmk_proto_str s) { tmk__ob_str(o, s.ptr, s.len); }
 
+/* HELLO's fields after the shibboleth (§6.1), then its optional trailing ones (from
+ * TMK__HELLO_TRAIL), in the form tmk__ob_fields reads. */
+#define TMK__H(kind, member) (uint8_t)(kind), (uint8_t)offsetof(tmk_proto_hello, member)
+#define TMK__HELLO_TRAIL 21
+static const uint8_t tmk__hello_fields[] = {
+    TMK__H(TMK__F_U32, proto_version), TMK__H(TMK__F_STR, agent_version),
+    TMK__H(TMK__F_STR, program),       TMK__H(TMK__F_STR, platform),
+    TMK__H(TMK__F_STR, arch),          TMK__H(TMK__F_BOOL, big_endian),
+    TMK__H(TMK__F_U8, pointer_size),   TMK__H(TMK__F_U64, timer_freq),
+    TMK__H(TMK__F_U32, caps),          TMK__H(TMK__F_U32, max_packet), 0,
+    TMK__H(TMK__F_STR, build),         TMK__H(TMK__F_STR, label), 0};
+typedef char tmk__hello_fields_check[sizeof tmk__hello_fields == TMK__HELLO_TRAIL + 5 ? 1 : -1];
+
 int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk_proto_hello* h) {
   tmk__ob o;
   int rc;
   if (!h || h->timer_freq == 0) return TMK_EINVAL;
+  if ((h->build.len || h->label.len) && /* §6.1 optional trailing fields */
+      (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL))
+    return TMK_ETOOBIG;
   if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_HELLO, session_id)) < 0) return rc;
   tmk__ob_str(&o, TMK_PROTO_SHIBBOLETH, sizeof TMK_PROTO_SHIBBOLETH - 1);
-  tmk__ob_var(&o, h->proto_version);
-  tmk__ob_pstr(&o, h->agent_version);
-  tmk__ob_pstr(&o, h->program);
-  tmk__ob_pstr(&o, h->platform);
-  tmk__ob_pstr(&o, h->arch);
-  tmk__ob_var(&o, h->big_endian ? 1 : 0);
-  tmk__ob_var(&o, h->pointer_size);
-  tmk__ob_var(&o, h->timer_freq);
-  tmk__ob_var(&o, h->caps);
-  tmk__ob_var(&o, h->max_packet);
-  if (h->build.len || h->label.len) { /* §6.1 optional trailing fields */
-    if (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL)
-      return TMK_ETOOBIG;
-    tmk__ob_pstr(&o, h->build);
-    tmk__ob_pstr(&o, h->label);
-  }
+  if ((rc = tmk__ob_fields(&o, h, tmk__hello_fields, NULL, NULL)) < 0)
+    return rc;
+  if ((h->build.len || h->label.len) &&
+      (rc = tmk__ob_fields(&o, h, tmk__hello_fields + TMK__HELLO_TRAIL, NULL, NULL)) < 0)
+    return rc;
   return tmk__ctl_close(&o, out);
 }
 

@@ -79,7 +79,9 @@ def build(board, out, keyed=False):
 def measure(board, elf, mapf, odir):
     agent_objs = {os.path.basename(s)[:-2] + ".o" for s in AGENT}
     text = bss = 0
-    # Input sections in the map: " .text.fn  0xADDR  0xSIZE path/obj.o" (name may wrap a line).
+    lib = {}  # libc / libgcc members in the image: "archive(member)" -> .text + .rodata bytes
+    # Input sections in the map: " .text.fn  0xADDR  0xSIZE path/obj.o" (name may wrap a line);
+    # an archive member reads "path/libc.a(member.o)".
     lines = open(mapf).read().split("\n")
     pending = None
     for ln in lines:
@@ -87,16 +89,24 @@ def measure(board, elf, mapf, odir):
         if m:
             pending = m.group(1)
             continue
-        m = re.match(r"^ (\.\S+)?\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S+\.o)\s*$", ln)
+        m = re.match(r"^ (\.\S+)?\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S+\.o\)?)\s*$", ln)
         if not m:
             pending = None
             continue
         sec = m.group(1) or pending
         pending = None
-        if not sec or os.path.basename(m.group(4)) not in agent_objs or int(m.group(2), 16) == 0:
+        if not sec or int(m.group(2), 16) == 0:
             continue
         size = int(m.group(3), 16)
-        if re.match(r"\.(text|rodata|srodata)", sec):
+        is_text = re.match(r"\.(text|rodata|srodata)", sec)
+        if m.group(4).endswith(")"):
+            if is_text:
+                member = os.path.basename(m.group(4))
+                lib[member] = lib.get(member, 0) + size
+            continue
+        if os.path.basename(m.group(4)) not in agent_objs:
+            continue
+        if is_text:
             text += size
         elif re.match(r"\.(bss|sbss|data|sdata)", sec):
             bss += size
@@ -120,7 +130,7 @@ def measure(board, elf, mapf, odir):
         if m and m.group(1) in HOT:
             hot_shift += [m.group(1) + "->" + s for s in SHIFTS if "<" + s + ">" in fn]
     return dict(text=text, bss=bss, stack=stack, deepest=deepest, forbidden=forbidden,
-                shifts=shifts, hot_shift=hot_shift)
+                shifts=shifts, hot_shift=hot_shift, lib=lib)
 
 
 def main():
@@ -145,6 +155,11 @@ def main():
         verdict = "%d B over (not met)" % over if over > 0 else "met"
         print("# %s: .text + .rodata %d B, budget %d B: %s" % (board, r["text"],
                                                                TEXT_BUDGET[board], verdict))
+        print("RESULT lib_bytes_%s=%d" % (key, sum(r["lib"].values())))
+        print("# %s: libc/libgcc .text + .rodata in the image (used by the agent, the game and the "
+              "board's start-up alike; not in text_bytes): %s" % (
+                  board, ", ".join("%s %d" % kv for kv in sorted(r["lib"].items(),
+                                                                  key=lambda kv: -kv[1]))))
         keyed = measure(board, *build(board, out, keyed=True))
         print("RESULT text_bytes_%s_keyed=%d" % (key, keyed["text"]))
         print("# %s: with desc.key support (SipHash-2-4, built without TMK_NO_KEY) .text + .rodata "

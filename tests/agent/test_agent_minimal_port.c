@@ -1,6 +1,6 @@
 /* test_agent_minimal_port.c — the agent built on tests/agent/port_minimal (clock and TLS only):
- * it links, records through the callback transport, and refuses the socket and file transports
- * with TMK_ENOTSUP. */
+ * it links, records through the callback transport, refuses the socket and file transports
+ * with TMK_ENOTSUP, and keeps one thread slot (TMK_PORT_ONE_THREAD). */
 #include "agent_test_util.h"
 
 static void socket_and_file_transports_say_enotsup(void** state) {
@@ -47,10 +47,38 @@ static void callback_transport_records(void** state) {
   assert_int_equal(r.max_duration, 3000u * r.timer_freq / 1000000000u);
 }
 
+/* TMK_PORT_ONE_THREAD: one slot whatever desc.max_threads says; after tmk_thread_exit() the
+ * flusher frees it and the next zone takes it again. */
+static void one_thread_port_keeps_one_slot(void** state) {
+  receiver r;
+  tmk_agent_stats s;
+  (void)state;
+  recv_init_offline(&r);
+  {
+    tmk_agent_desc d = sink_desc(&r);
+    d.max_threads = 8;
+    assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  }
+  assert_int_equal(tmk_agent_get_stats(&s), 0);
+  assert_int_equal(s.max_threads, 1);
+  {
+    TMK_ZONE("before", TMK_SEV_INFO, 1);
+  }
+  tmk_thread_exit();
+  assert_true(tmk_agent_pump() >= 0); /* drains the slot and frees it */
+  {
+    TMK_ZONE("after", TMK_SEV_INFO, 1);
+  }
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(recv_zones_named(&r, "before"), 1);
+  assert_int_equal(recv_zones_named(&r, "after"), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       AGENT_TEST(socket_and_file_transports_say_enotsup),
       AGENT_TEST(callback_transport_records),
+      AGENT_TEST(one_thread_port_keeps_one_slot),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

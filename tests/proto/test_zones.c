@@ -237,6 +237,45 @@ static void test_split_across_packets(void** state) {
   }
 }
 
+/* The packets a batch is cut into, byte for byte, pinned by a hash: each packet holds exactly as
+ * many zones as fit (§5.3's exact end-of-packet count), and the -Os encoder (proto-zones-small,
+ * which counts by writing to scratch) must cut and write them as the speed build does. */
+static uint64_t packets_hash(const tmk_proto_zone* z, size_t n, size_t cap) {
+  pt_enc* e = pt_enc_new(cap, 0, 0);
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  size_t done = 0;
+  int packets = 0, i;
+  assert_non_null(e);
+  while (done < n) {
+    int rc = tmk_proto_put_zones(&e->w, z + done, n - done);
+    assert_true(rc > 0);
+    done += (size_t)rc;
+    assert_true(pt_enc_finish(e, 0xABCDEF, (uint64_t)packets) > 0);
+    for (i = 0; i < e->pkt_len; i++) h = (h ^ e->pkt[i]) * 1099511628211ull;
+    h = (h ^ (uint64_t)rc) * 1099511628211ull;
+    tmk_proto_writer_reset(&e->w);
+    packets++;
+  }
+  pt_enc_free(e);
+  return h;
+}
+
+static void test_packet_bytes_pinned(void** state) {
+  static const size_t caps[] = {64, 80, 97, 128, 300, 1161};
+  uint64_t h = 0;
+  size_t n, c;
+  (void)state;
+  n = gen_forest(g_in, 5000, 4242, 987654321);
+  for (c = 0; c < sizeof caps / sizeof caps[0]; c++) h = h * 31u + packets_hash(g_in, n, caps[c]);
+  /* unsorted input: AT records, long closes and sites past the short tags */
+  n = gen_forest(g_in, 3000, 91, 0xFFFFFFFFull - 5000);
+  shuffle(g_in, n, 17);
+  for (c = 0; c < n; c += 7) g_in[c].site += 200;
+  for (c = 0; c < sizeof caps / sizeof caps[0]; c++) h = h * 31u + packets_hash(g_in, n, caps[c]);
+  if (h != 0x1eba42f0d7857171ull)
+    fail_msg("packet bytes changed: hash 0x%016llx", (unsigned long long)h);
+}
+
 /* Zones of several threads interleaved in one packet keep their thread. */
 static void test_threads(void** state) {
   pt_enc* e = pt_enc_new(60000, -1, 0);
@@ -384,6 +423,7 @@ int main(void) {
       cmocka_unit_test(test_tree_not_at_depth_zero), cmocka_unit_test(test_random_trees),
       cmocka_unit_test(test_unsorted_input),     cmocka_unit_test(test_arbitrary_zones),
       cmocka_unit_test(test_deep_nesting),       cmocka_unit_test(test_split_across_packets),
+      cmocka_unit_test(test_packet_bytes_pinned),
       cmocka_unit_test(test_threads),            cmocka_unit_test(test_time_near_zero),
       cmocka_unit_test(test_time_near_2_64),     cmocka_unit_test(test_time_32bit_wrap),
       cmocka_unit_test(test_compact_loop),

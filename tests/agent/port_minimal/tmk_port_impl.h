@@ -11,7 +11,8 @@
 #define TMK_PORT_HAS_SOCKETS 0
 #define TMK_PORT_HAS_FILES 0
 
-/* One thread of execution: TLS is one variable. */
+/* One thread of execution: TLS is one variable, the agent keeps one thread slot. */
+#define TMK_PORT_ONE_THREAD 1
 extern void* tmk_port_minimal_tls;
 #define tmk_port_tls_get() tmk_port_minimal_tls
 #define tmk_port_tls_set(v) ((void)(tmk_port_minimal_tls = (v)))
