@@ -26,6 +26,11 @@
 #define MAX_MARKER_DEPTH 64
 #define LIVE_RING 16384
 #define MIN_BUDGET (1u << 20)
+/* A dropped orphaned subtree continues into the next packet at most this long (PROTOCOL.md §5.3.1:
+ * the reference agent splits trees from batches of at most 1024 zones). */
+#define ORPHAN_CHAIN_MAX 4096
+/* How far back (zones) the store looks for the parent of a tree that follows a lost packet. */
+#define ORPHAN_PARENT_SCAN 64
 
 /* A stored zone: 16 bytes (relay_core.h, tmk__tap_zrec: the history tap receives runs of them
  * as they are). Start is relative to the chunk's base tick (a chunk ends when a zone does not fit
@@ -75,8 +80,15 @@ typedef struct thread {
   uint32_t id;
   char* name;
   series zones, events;
+  chunk* zprev; /* the zone chunk before zones.tail (NULL when none or evicted) */
   marker_open markers[MAX_MARKER_DEPTH];
   uint32_t nmarkers;
+  /* Orphaned subtree being dropped (orphan_depth > 0): trees at depth >= orphan_depth are not
+   * stored until one at a lower depth arrives (check_run). */
+  uint32_t orphan_depth;
+  uint64_t orphan_seq;     /* the DATA packet the drop was last active in */
+  uint64_t orphan_dropped; /* zones dropped since it began */
+  uint64_t pkt_seq1;       /* seq + 1 of the last packet with zones of this thread (0: none) */
 } thread;
 
 typedef struct site {
@@ -107,7 +119,8 @@ struct tmk__store {
   uint32_t site_cache[256]; /* ids known to be in the site table, direct-mapped */
   char* teams[TMK_PROTO_MAX_TEAMS];
   uint64_t drops[8];
-  uint64_t records, zones, malformed, evicted, packets;
+  uint64_t records, zones, malformed, evicted, packets, orphans;
+  uint64_t next_seq; /* DATA seq expected next (one past the highest stored) */
   uint64_t tmin, tmax;
   int have_time;
   uint64_t clock_ticks, clock_unix_ns;
@@ -121,6 +134,8 @@ struct tmk__store {
   size_t recs_cap;
   tmk_proto_zone* zbuf; /* the zones */
   size_t zbuf_cap;
+  uint8_t* roots; /* check_run: 1 for a zone whose parent is not in its run */
+  size_t roots_cap;
   /* live ring */
   tmk_relay_live_item* ring;
   uint64_t ring_w;
@@ -164,6 +179,7 @@ void tmk__store_free(tmk__store* st) {
   free(st->items);
   free(st->recs);
   free(st->zbuf);
+  free(st->roots);
   free(st);
 }
 
@@ -328,6 +344,7 @@ static int evict_one(tmk__store* st) {
     s->head = c->snext;
     if (!s->head) s->tail = NULL;
   }
+  if (t->zprev == c) t->zprev = NULL;
   st->evicted += c->count;
   st->mem -= chunk_size(c);
   if (c->slab) tmk__slab_free(&st->slabs, c->slab);
@@ -366,6 +383,7 @@ static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, 
   c->tmax = 0;
   if (s->tail) s->tail->snext = c;
   else s->head = c;
+  if (kind == CK_ZONES) t->zprev = s->tail;
   s->tail = c;
   if (st->gtail) st->gtail->gnext = c;
   else st->ghead = c;
@@ -796,6 +814,97 @@ static int decode_all(tmk__store* st, tmk_proto_reader* rd, size_t* nitems) {
   return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Orphans (PROTOCOL.md §5.3.1, lost packets and orphaned zones)
+ * ------------------------------------------------------------------------------------------- */
+/* Returns 1 when the latest zone stored on t at `depth` (paired markers aside), looked for among
+ * its last ORPHAN_PARENT_SCAN zones, covers [start, end]. */
+static int stored_parent_covers(const thread* t, uint32_t depth, uint64_t start, uint64_t end) {
+  const uint8_t d8 = (uint8_t)(depth > 255 ? 255 : depth);
+  const chunk* cs[2] = {t->zones.tail, t->zprev};
+  uint32_t left = ORPHAN_PARENT_SCAN;
+  for (int k = 0; k < 2 && cs[k] && left; k++) {
+    const chunk* c = cs[k];
+    const zrec* z = (const zrec*)(const void*)c->data;
+    for (uint32_t i = c->count; i-- > 0 && left; left--) {
+      if (z[i].depth != d8 || (z[i].flags & TMK_RELAY_ZONE_MARKER)) continue;
+      uint64_t s0 = c->base + (uint64_t)(int64_t)z[i].start_off;
+      uint64_t e0 = s0 + ((uint64_t)z[i].dur_lo | (uint64_t)z[i].dur_hi << 32);
+      return s0 <= start && end <= e0;
+    }
+  }
+  return 0;
+}
+
+/* add_zones for a run that needs the orphan check: thread t's zones zs[0..n) from DATA packet
+ * `seq`, which follows a gap (`gap`: packet seq - 1 was never stored) or continues a drop.
+ * `first`: no zones of t came earlier in this packet. A run is a sequence of whole trees in
+ * decode order (a parent after its children); a tree whose root has no parent in the packet and
+ * sits at depth R > 0 is the continuation of a tree split across packets (§5.3) or the children
+ * of a zone that has not ended yet. Right after a gap, the first such tree of the thread is
+ * dropped unless the parent it continues is stored (it would have been in the packet before);
+ * the trees that follow at depth >= R (in this packet, and at the start of the next ones) go
+ * with it. Returns the number of zones stored or TMK_ENOMEM. */
+static int check_run(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t n, int gap,
+                     int first, uint64_t seq) {
+  if (dec_room(st, (void**)&st->roots, &st->roots_cap, 1, n)) return TMK_ENOMEM;
+  /* Backwards: the next zone at depth d - 1 after a zone at depth d is its parent if it covers
+   * it. nxt holds the next zone seen at each depth (mod 256, with the depth to tell them apart). */
+  struct { uint32_t depth; uint64_t start, end; } nxt[256];
+  for (int k = 0; k < 256; k++) nxt[k].depth = UINT32_MAX;
+  for (size_t i = n; i-- > 0;) {
+    const tmk_proto_zone* z = &zs[i];
+    uint64_t end = z->start + z->duration;
+    int root = 1;
+    if (z->depth > 0) {
+      const uint32_t pd = z->depth - 1;
+      root = !(nxt[pd & 255].depth == pd && nxt[pd & 255].start <= z->start &&
+               end <= nxt[pd & 255].end);
+    }
+    st->roots[i] = (uint8_t)root;
+    nxt[z->depth & 255].depth = z->depth;
+    nxt[z->depth & 255].start = z->start;
+    nxt[z->depth & 255].end = end;
+  }
+  /* Forwards, a tree at a time: zs[b..i] with its root at i. Kept trees are stored in runs. */
+  size_t b = 0, kb = 0;
+  int stored = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!st->roots[i]) continue;
+    const uint32_t depth = zs[i].depth;
+    int drop = 0;
+    if (t->orphan_depth) {
+      int active = t->orphan_seq == seq || (first && t->orphan_seq + 1 == seq &&
+                                            t->orphan_dropped < ORPHAN_CHAIN_MAX);
+      if (active && depth >= t->orphan_depth) drop = 1;
+      else t->orphan_depth = 0;
+    }
+    if (!drop && gap && first && depth > 0 &&
+        !stored_parent_covers(t, depth - 1, zs[i].start, zs[i].start + zs[i].duration)) {
+      drop = 1;
+      t->orphan_depth = depth;
+      t->orphan_dropped = 0;
+    }
+    if (drop) {
+      if (b > kb) {
+        if (add_zones(st, t, zs + kb, b - kb) == TMK_ENOMEM) return TMK_ENOMEM;
+        stored += (int)(b - kb);
+      }
+      st->orphans += i + 1 - b;
+      t->orphan_dropped += i + 1 - b;
+      t->orphan_seq = seq;
+      kb = i + 1;
+    }
+    first = 0;
+    b = i + 1;
+  }
+  if (n > kb) {
+    if (add_zones(st, t, zs + kb, n - kb) == TMK_ENOMEM) return TMK_ENOMEM;
+    stored += (int)(n - kb);
+  }
+  return stored;
+}
+
 int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* scratch) {
   tmk_proto_reader rd;
   int rc = tmk_proto_open(&rd, packet, len, scratch, TMK_PROTO_MAX_BODY);
@@ -814,6 +923,11 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
     return rc;
   }
   st->packets++;
+  /* A packet that does not follow the last one stored (one was lost, the relay joined late, or
+   * this one is late) gets the orphan check (check_run). */
+  const uint64_t seq = rd.hdr.seq;
+  const int gap = seq != st->next_seq;
+  if (seq >= st->next_seq) st->next_seq = seq + 1;
   int n = 0;
   for (size_t i = 0; i < count; i++) {
     const dec_item* it = &st->items[i];
@@ -823,9 +937,15 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
         st->malformed += it->zones; /* thread table full: these records are refused */
         continue;
       }
-      if (add_zones(st, t, st->zbuf + it->index, it->zones) == TMK_ENOMEM) return TMK_ENOMEM;
-      st->records += it->zones;
-      n += (int)it->zones;
+      int first = t->pkt_seq1 != seq + 1, got = (int)it->zones;
+      t->pkt_seq1 = seq + 1;
+      if (gap || t->orphan_depth)
+        got = check_run(st, t, st->zbuf + it->index, it->zones, gap, first, seq);
+      else if (add_zones(st, t, st->zbuf + it->index, it->zones) == TMK_ENOMEM)
+        got = TMK_ENOMEM;
+      if (got == TMK_ENOMEM) return TMK_ENOMEM;
+      st->records += (uint64_t)got;
+      n += got;
       continue;
     }
     int src = store_record(st, &st->recs[it->index]);
@@ -853,6 +973,7 @@ void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info) {
   info->stats.dropped_by_agent = dropped;
   for (int i = 0; i < 5; i++) info->dropped_by_reason[i] = st->drops[i];
   info->stats.evicted = st->evicted;
+  info->stats.orphans = st->orphans;
   info->stats.mem_bytes = st->mem;
   info->stats.unresolved_sites = st->unresolved;
   info->first_ns = st->have_time ? to_ns(st, st->tmin) : 0;
