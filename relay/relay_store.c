@@ -36,6 +36,10 @@
  * as they are). Start is relative to the chunk's base tick (a chunk ends when a zone does not fit
  * in 32 signed bits), duration has 48 bits of ticks. */
 typedef tmk__tap_zrec zrec;
+_Static_assert(sizeof(zrec) == 16 && offsetof(zrec, dur_lo) == 4 && offsetof(zrec, site) == 8 &&
+                   offsetof(zrec, dur_hi) == 12 && offsetof(zrec, depth) == 14 &&
+                   offsetof(zrec, flags) == 15,
+               "add_zones writes zrec as two words in this layout");
 
 /* A stored event: this header, then an 8-byte value for plots, then text; padded to 4 bytes. */
 typedef struct erec {
@@ -526,7 +530,11 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
   size_t i = 0;
   /* Sites first: a site table that grows makes room by evicting chunks, which may be the chunk
    * about to be filled below. */
-  for (i = 0; i < n; i++) reference_site(st, zs[i].site);
+  for (uint32_t prev = 0; i < n; i++) { /* runs of one site are common: looked at once */
+    if (zs[i].site == prev) continue;
+    prev = zs[i].site;
+    reference_site(st, prev);
+  }
   i = 0;
   while (i < n) {
     chunk* c = t->zones.tail;
@@ -547,14 +555,23 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
       uint64_t start = q->start, dur = q->duration, off = start - base;
       if (off + 0x80000000ull > 0xFFFFFFFFull) break; /* fits_off: else a new chunk */
       if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
+      const uint32_t depth = q->depth > 255 ? 255 : q->depth;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      /* the record as two 8-byte words (zrec's layout, little-endian): start_off | dur_lo << 32,
+       * site | dur_hi << 32 | depth << 48 | flags (0) << 56 — two stores, not six */
+      const uint64_t w[2] = {(uint64_t)(uint32_t)off | dur << 32,
+                             (uint64_t)q->site | (dur & 0xFFFF00000000ull) | (uint64_t)depth << 48};
+      memcpy(&z[k], w, sizeof w);
+#else
       zrec r;
       r.start_off = (int32_t)(int64_t)off;
       r.dur_lo = (uint32_t)dur;
       r.dur_hi = (uint16_t)(dur >> 32);
       r.site = q->site;
-      r.depth = (uint8_t)(q->depth > 255 ? 255 : q->depth);
+      r.depth = (uint8_t)depth;
       r.flags = 0;
       z[k] = r;
+#endif
       if (start < lo) lo = start;
       if (start + dur > hi) hi = start + dur;
       if (follow) live_zone(st, t->id, start, dur, q->site, q->depth, 0);
@@ -847,9 +864,31 @@ static int stored_parent_covers(const thread* t, uint32_t depth, uint64_t start,
  * with it. Returns the number of zones stored or TMK_ENOMEM. */
 static int check_run(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t n, int gap,
                      int first, uint64_t seq) {
+  if (t->orphan_depth && t->orphan_seq != seq &&
+      !(first && t->orphan_seq + 1 == seq && t->orphan_dropped < ORPHAN_CHAIN_MAX))
+    t->orphan_depth = 0; /* the drop does not go on into this packet */
+  if (!t->orphan_depth) {
+    if (!gap || !first) return add_zones(st, t, zs, n) == TMK_ENOMEM ? TMK_ENOMEM : (int)n;
+    /* The first tree's root: the first zone that the next zone above it does not cover. */
+    size_t r = 0;
+    for (size_t j = 1; j < n && zs[r].depth > 0; j++) {
+      if (zs[j].depth >= zs[r].depth) continue; /* a later sibling's subtree, or a later tree */
+      if (zs[j].depth + 1 != zs[r].depth || zs[j].start > zs[r].start ||
+          zs[r].start + zs[r].duration > zs[j].start + zs[j].duration)
+        break;
+      r = j;
+    }
+    if (zs[r].depth == 0 ||
+        stored_parent_covers(t, zs[r].depth - 1, zs[r].start, zs[r].start + zs[r].duration))
+      return add_zones(st, t, zs, n) == TMK_ENOMEM ? TMK_ENOMEM : (int)n;
+    t->orphan_depth = zs[r].depth; /* dropped below, with what follows it at that depth */
+    t->orphan_seq = seq;
+    t->orphan_dropped = 0;
+  }
+  /* Dropping: tree by tree. Backwards first: the next zone at depth d - 1 after a zone at depth
+   * d is its parent if it covers it; a zone without one is a root. nxt holds the next zone seen
+   * at each depth (mod 256, with the depth to tell them apart). */
   if (dec_room(st, (void**)&st->roots, &st->roots_cap, 1, n)) return TMK_ENOMEM;
-  /* Backwards: the next zone at depth d - 1 after a zone at depth d is its parent if it covers
-   * it. nxt holds the next zone seen at each depth (mod 256, with the depth to tell them apart). */
   struct { uint32_t depth; uint64_t start, end; } nxt[256];
   for (int k = 0; k < 256; k++) nxt[k].depth = UINT32_MAX;
   for (size_t i = n; i-- > 0;) {
@@ -866,26 +905,13 @@ static int check_run(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
     nxt[z->depth & 255].start = z->start;
     nxt[z->depth & 255].end = end;
   }
-  /* Forwards, a tree at a time: zs[b..i] with its root at i. Kept trees are stored in runs. */
+  /* Forwards, a tree at a time: zs[b..i] with its root at i, dropped while at depth >=
+   * orphan_depth; kept trees are stored in runs. */
   size_t b = 0, kb = 0;
   int stored = 0;
   for (size_t i = 0; i < n; i++) {
     if (!st->roots[i]) continue;
-    const uint32_t depth = zs[i].depth;
-    int drop = 0;
-    if (t->orphan_depth) {
-      int active = t->orphan_seq == seq || (first && t->orphan_seq + 1 == seq &&
-                                            t->orphan_dropped < ORPHAN_CHAIN_MAX);
-      if (active && depth >= t->orphan_depth) drop = 1;
-      else t->orphan_depth = 0;
-    }
-    if (!drop && gap && first && depth > 0 &&
-        !stored_parent_covers(t, depth - 1, zs[i].start, zs[i].start + zs[i].duration)) {
-      drop = 1;
-      t->orphan_depth = depth;
-      t->orphan_dropped = 0;
-    }
-    if (drop) {
+    if (t->orphan_depth && zs[i].depth >= t->orphan_depth) {
       if (b > kb) {
         if (add_zones(st, t, zs + kb, b - kb) == TMK_ENOMEM) return TMK_ENOMEM;
         stored += (int)(b - kb);
@@ -894,8 +920,9 @@ static int check_run(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
       t->orphan_dropped += i + 1 - b;
       t->orphan_seq = seq;
       kb = i + 1;
+    } else {
+      t->orphan_depth = 0; /* a tree above the dropped one: the drop is over */
     }
-    first = 0;
     b = i + 1;
   }
   if (n > kb) {

@@ -678,16 +678,16 @@ static size_t make_tree_packet(uint8_t* out, size_t cap, uint64_t seq, const tmk
 #define Z(s, e, d) {(s), (e) - (s), 5, (d)}
 /* Packet 0: A, an earlier tree. Packet 1: P with its first children C1 and C2. Packet 2: the rest
  * of P's children (C3 with a child G, then C4), continued at depth 1 as a writer does when P's
- * tree did not fit packet 1 (§5.3), then Q after P. Packet 3: D, a child of R, which has not ended
- * yet; packet 4: R. */
-static const tmk_proto_zone tree_pk[5][4] = {
+ * tree did not fit packet 1 (§5.3), then Q after P with its child Q1 (decoded before Q, at the
+ * depth of the dropped trees). Packet 3: D, a child of R, which has not ended yet; packet 4: R. */
+static const tmk_proto_zone tree_pk[5][5] = {
     {Z(0, 100, 0)},
     {Z(1000, 2000, 0), Z(1100, 1200, 1), Z(1300, 1400, 1)},
-    {Z(1500, 1700, 1), Z(1550, 1600, 2), Z(1800, 1900, 1), Z(2100, 2200, 0)},
+    {Z(1500, 1700, 1), Z(1550, 1600, 2), Z(1800, 1900, 1), Z(2100, 2200, 0), Z(2120, 2150, 1)},
     {Z(3100, 3200, 1)},
     {Z(3000, 3500, 0)},
 };
-static const size_t tree_n[5] = {1, 3, 4, 1, 1};
+static const size_t tree_n[5] = {1, 3, 5, 1, 1};
 #undef Z
 
 typedef struct zl {
@@ -748,35 +748,35 @@ static tmk__store* store_trees(const int* order, void* scratch) {
 static void test_store_orphans_dropped(void** state) {
   (void)state;
   void* scratch = malloc(TMK_PROTO_MAX_BODY);
-  /* everything delivered: all 10 zones, the children that came before R (packet 3) included */
+  /* everything delivered: all 11 zones, the child that came before R (packet 3) included */
   tmk__store* st = store_trees((const int[]){0, 1, 2, 3, 4, -1}, scratch);
-  assert_int_equal(check_no_orphan(st), 10);
+  assert_int_equal(check_no_orphan(st), 11);
   assert_int_equal(orphans_of(st), 0);
   tmk__store_free(st);
-  /* packet 1 (P) lost: C3, G and C4 go, counted; Q, D and R stay */
+  /* packet 1 (P) lost: C3, G and C4 go, counted; Q, Q1, D and R stay */
   st = store_trees((const int[]){0, 2, 3, 4, -1}, scratch);
-  assert_int_equal(check_no_orphan(st), 4);
+  assert_int_equal(check_no_orphan(st), 5);
   assert_int_equal(orphans_of(st), 3);
   tmk_relay_session_info info;
   memset(&info, 0, sizeof info);
   tmk__store_fill_info(st, &info);
-  assert_int_equal(info.stats.zones, 4);
-  assert_int_equal(info.stats.records, 4);
+  assert_int_equal(info.stats.zones, 5);
+  assert_int_equal(info.stats.records, 5);
   /* P arriving late after all (the reorder stage declared it lost): stored with what it holds */
   uint8_t pk[4096];
   size_t n = make_tree_packet(pk, sizeof pk, 1, tree_pk[1], tree_n[1]);
   assert_int_equal(tmk__store_packet(st, pk, n, scratch), 3);
-  assert_int_equal(check_no_orphan(st), 7);
+  assert_int_equal(check_no_orphan(st), 8);
   assert_int_equal(orphans_of(st), 3);
   tmk__store_free(st);
   /* the relay joined at packet 2 (restart): the same as a loss before it */
   st = store_trees((const int[]){2, 3, 4, -1}, scratch);
-  assert_int_equal(check_no_orphan(st), 3);
+  assert_int_equal(check_no_orphan(st), 4);
   assert_int_equal(orphans_of(st), 3);
   tmk__store_free(st);
   /* a packet lost that held no parent of what follows: nothing dropped */
   st = store_trees((const int[]){0, 1, 2, 4, -1}, scratch);
-  assert_int_equal(check_no_orphan(st), 9);
+  assert_int_equal(check_no_orphan(st), 10);
   assert_int_equal(orphans_of(st), 0);
   tmk__store_free(st);
   free(scratch);
@@ -847,11 +847,11 @@ static void test_store_orphans_after_reorder(void** state) {
     tmk__reorder_tick(&ro, now + 2000, 1, deliver_to_store, &rs);
     if (!late) {
       assert_int_equal(ro.lost, 0);
-      assert_int_equal(check_no_orphan(rs.st), 10);
+      assert_int_equal(check_no_orphan(rs.st), 11);
       assert_int_equal(orphans_of(rs.st), 0);
     } else {
       assert_int_equal(ro.late, 1);
-      assert_int_equal(check_no_orphan(rs.st), 7);
+      assert_int_equal(check_no_orphan(rs.st), 8);
       assert_int_equal(orphans_of(rs.st), 3);
     }
     tmk__reorder_free(&ro);
