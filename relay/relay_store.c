@@ -36,10 +36,6 @@
  * as they are). Start is relative to the chunk's base tick (a chunk ends when a zone does not fit
  * in 32 signed bits), duration has 48 bits of ticks. */
 typedef tmk__tap_zrec zrec;
-_Static_assert(sizeof(zrec) == 16 && offsetof(zrec, dur_lo) == 4 && offsetof(zrec, site) == 8 &&
-                   offsetof(zrec, dur_hi) == 12 && offsetof(zrec, depth) == 14 &&
-                   offsetof(zrec, flags) == 15,
-               "add_zones writes zrec as two words in this layout");
 
 /* A stored event: this header, then an 8-byte value for plots, then text; padded to 4 bytes. */
 typedef struct erec {
@@ -528,15 +524,11 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
  * TMK_ENOMEM. */
 static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t n) {
   size_t i = 0;
-  /* Sites first: a site table that grows makes room by evicting chunks, which may be the chunk
-   * about to be filled below. */
-  for (uint32_t prev = 0; i < n; i++) { /* runs of one site are common: looked at once */
-    if (zs[i].site == prev) continue;
-    prev = zs[i].site;
-    reference_site(st, prev);
-  }
-  i = 0;
   while (i < n) {
+    /* The site of the zone at i first (its cache entry, or the table): a site table that grows
+     * makes room by evicting chunks, which may be the chunk about to be filled. The loop below
+     * stops at a zone whose site is not cached, so that it comes back here. */
+    reference_site(st, zs[i].site);
     chunk* c = t->zones.tail;
     uint64_t first = zs[i].start;
     if (!c || c->count * sizeof(zrec) == c->cap || !fits_off(first, c->base)) {
@@ -547,35 +539,33 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
     /* In locals: the byte-wide stores below may alias anything, which would reload these from
      * memory every zone. */
     const uint64_t base = c->base;
-    const int follow = st->ring != NULL;
+    const uint32_t* cache = st->site_cache;
+    const tmk_proto_zone* q = zs + i;
     uint64_t lo = c->tmin, hi = c->tmax;
     uint32_t k = 0, room = (uint32_t)(c->cap / sizeof(zrec)) - c->count;
-    for (; k < room && i < n; k++, i++) {
-      const tmk_proto_zone* q = &zs[i];
-      uint64_t start = q->start, dur = q->duration, off = start - base;
+    const uint32_t lim = n - i < room ? (uint32_t)(n - i) : room;
+    for (; k < lim; k++) {
+      uint64_t start = q[k].start, dur = q[k].duration, off = start - base;
+      const uint32_t sid = q[k].site;
       if (off + 0x80000000ull > 0xFFFFFFFFull) break; /* fits_off: else a new chunk */
+      if (cache[sid & 255] != sid && k && sid) break; /* reference_site above */
       if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-      const uint32_t depth = q->depth > 255 ? 255 : q->depth;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-      /* the record as two 8-byte words (zrec's layout, little-endian): start_off | dur_lo << 32,
-       * site | dur_hi << 32 | depth << 48 | flags (0) << 56 — two stores, not six */
-      const uint64_t w[2] = {(uint64_t)(uint32_t)off | dur << 32,
-                             (uint64_t)q->site | (dur & 0xFFFF00000000ull) | (uint64_t)depth << 48};
-      memcpy(&z[k], w, sizeof w);
-#else
       zrec r;
       r.start_off = (int32_t)(int64_t)off;
       r.dur_lo = (uint32_t)dur;
       r.dur_hi = (uint16_t)(dur >> 32);
-      r.site = q->site;
-      r.depth = (uint8_t)depth;
+      r.site = sid;
+      r.depth = (uint8_t)(q[k].depth > 255 ? 255 : q[k].depth);
       r.flags = 0;
       z[k] = r;
-#endif
       if (start < lo) lo = start;
       if (start + dur > hi) hi = start + dur;
-      if (follow) live_zone(st, t->id, start, dur, q->site, q->depth, 0);
     }
+    i += k;
+    if (st->ring) /* followers: the live ring gets the same zones */
+      for (uint32_t j = 0; j < k; j++)
+        live_zone(st, t->id, q[j].start, (uint64_t)z[j].dur_lo | (uint64_t)z[j].dur_hi << 32,
+                  q[j].site, q[j].depth, 0);
     /* history sink: the zones as stored, one call per run */
     if (st->tap.zones && k) st->tap.zones(st->tap.ud, t->id, c->base, st->freq, z, k);
     c->count += k;
