@@ -813,6 +813,26 @@ static void test_store_orphans_chain(void** state) {
   free(scratch);
 }
 
+/* Deeper than the store's 8-bit depth (255): a parent at depth 299 is stored at 255 and still
+ * found for children at 300 after a gap; one that does not cover them is not taken for it. */
+static void test_store_orphans_deep(void** state) {
+  (void)state;
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  for (int covers = 0; covers < 2; covers++) {
+    const tmk_proto_zone parent = {covers ? 1000 : 100, covers ? 1000 : 50, 5, 299};
+    const tmk_proto_zone kids[] = {{1100, 100, 5, 300}, {1110, 10, 5, 301}, {1300, 100, 5, 300}};
+    tmk__store* st = tmk__store_new(1 << 20);
+    uint8_t pk[4096];
+    size_t n = make_tree_packet(pk, sizeof pk, 0, &parent, 1);
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), 1);
+    n = make_tree_packet(pk, sizeof pk, 2, kids, 3); /* packet 1 lost */
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), covers ? 3 : 0);
+    assert_int_equal(orphans_of(st), covers ? 0 : 3);
+    tmk__store_free(st);
+  }
+  free(scratch);
+}
+
 /* The check sits behind the reorder stage: packet 1 late but within the window is delivered
  * in order and its children are kept; declared lost, they are dropped. */
 typedef struct ro_store {
@@ -877,6 +897,7 @@ int main(void) {
       cmocka_unit_test(test_store_live_ring),
       cmocka_unit_test(test_store_orphans_dropped),
       cmocka_unit_test(test_store_orphans_chain),
+      cmocka_unit_test(test_store_orphans_deep),
       cmocka_unit_test(test_store_orphans_after_reorder),
       cmocka_unit_test(test_json_escaping),
   };
