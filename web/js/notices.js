@@ -47,7 +47,7 @@ export class Notices {
     }
     if (st.orphans > 0) {
       this.set('orphans', st.orphans,
-        `<b>${n(st.orphans)}</b> zones were not kept because the packet holding their parent zone was lost: a child is never shown without its parent. ` +
+        `<b>${n(st.orphans)}</b> zones were not kept because the packet holding their parent zone was lost: a zone is not shown without its parent. ` +
         `Avoid the loss (TCP transport, quieter network, larger <code>--reorder-window</code>).`, 'lost');
     }
   }
