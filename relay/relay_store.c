@@ -26,8 +26,9 @@
 #define MAX_MARKER_DEPTH 64
 #define LIVE_RING 16384
 #define MIN_BUDGET (1u << 20)
-/* A dropped orphaned subtree continues into the next packet at most this long (PROTOCOL.md §5.3.1:
- * the reference agent splits trees from batches of at most 1024 zones). */
+/* A drop of an orphaned subtree goes on into the next packet only while fewer zones than this
+ * were dropped (PROTOCOL.md §5.3.1: the reference agent splits trees from batches of at most
+ * 1024 zones; a zone that never ends must not hide its children for good). */
 #define ORPHAN_CHAIN_MAX 4096
 /* How far back (zones) the store looks for the parent of a tree that follows a lost packet. */
 #define ORPHAN_PARENT_SCAN 64

@@ -813,6 +813,38 @@ static void test_store_orphans_chain(void** state) {
   free(scratch);
 }
 
+/* Children of a zone that never ends (a thread's outermost zone, never sent): without a loss
+ * all are kept; after one, the drop ends after ORPHAN_CHAIN_MAX (4096) zones, not never. */
+static void test_store_orphans_chain_cap(void** state) {
+  (void)state;
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  static tmk_proto_zone kids[1000];
+  for (int lose = 0; lose < 2; lose++) {
+    tmk__store* st = tmk__store_new(1 << 20);
+    for (uint64_t seq = 0; seq < 10; seq++) {
+      if (lose && seq == 1) continue;
+      for (uint32_t i = 0; i < 1000; i++) {
+        kids[i].start = 1000000 * seq + 10 * i;
+        kids[i].duration = 5;
+        kids[i].site = 5;
+        kids[i].depth = 1;
+      }
+      uint8_t pk[4096];
+      size_t n = make_tree_packet(pk, sizeof pk, seq, kids, 1000);
+      assert_true(tmk__store_packet(st, pk, n, scratch) >= 0);
+    }
+    tmk_relay_session_info info;
+    memset(&info, 0, sizeof info);
+    tmk__store_fill_info(st, &info);
+    /* lost packet 1: packets 2..6 go (the drop goes on while fewer than 4096 were dropped
+     * before a packet starts), 7..9 stay */
+    assert_int_equal(info.stats.orphans, lose ? 5000 : 0);
+    assert_int_equal(info.stats.zones, lose ? 4000 : 10000);
+    tmk__store_free(st);
+  }
+  free(scratch);
+}
+
 /* Deeper than the store's 8-bit depth (255): a parent at depth 299 is stored at 255 and still
  * found for children at 300 after a gap; one that does not cover them is not taken for it. */
 static void test_store_orphans_deep(void** state) {
@@ -898,6 +930,7 @@ int main(void) {
       cmocka_unit_test(test_store_orphans_dropped),
       cmocka_unit_test(test_store_orphans_chain),
       cmocka_unit_test(test_store_orphans_deep),
+      cmocka_unit_test(test_store_orphans_chain_cap),
       cmocka_unit_test(test_store_orphans_after_reorder),
       cmocka_unit_test(test_json_escaping),
   };
