@@ -942,10 +942,11 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
   }
   st->packets++;
   /* A packet that does not follow the last one stored (one was lost, the relay joined late, or
-   * this one is late) gets the orphan check (check_run). */
+   * this one is late) gets the orphan check (check_run). A packet further behind than a late one
+   * can be (the reorder stage's history) starts a new epoch there. */
   const uint64_t seq = rd.hdr.seq;
   const int gap = seq != st->next_seq;
-  if (seq >= st->next_seq) st->next_seq = seq + 1;
+  if (seq >= st->next_seq || st->next_seq - seq > TMK__REORDER_HISTORY) st->next_seq = seq + 1;
   int n = 0;
   for (size_t i = 0; i < count; i++) {
     const dec_item* it = &st->items[i];

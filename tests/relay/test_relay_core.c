@@ -769,6 +769,20 @@ static void test_store_orphans_dropped(void** state) {
   assert_int_equal(check_no_orphan(st), 8);
   assert_int_equal(orphans_of(st), 3);
   tmk__store_free(st);
+  st = store_trees((const int[]){0, -1}, scratch);
+  /* a sequence that starts again far behind (a new epoch, PROTOCOL.md §2) is followed from
+   * there: after packets at 20001.., packets 20, 21, 22 follow each other, so D (a child of R,
+   * which has not ended) in 22 is not checked and kept */
+  for (int i = 1; i < 3; i++) {
+    n = make_tree_packet(pk, sizeof pk, 20000 + (uint64_t)i, tree_pk[i], tree_n[i]);
+    assert_true(tmk__store_packet(st, pk, n, scratch) >= 0);
+  }
+  for (int i = 1; i < 4; i++) {
+    n = make_tree_packet(pk, sizeof pk, 19 + (uint64_t)i, tree_pk[i], tree_n[i]);
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), (int)tree_n[i]);
+  }
+  assert_int_equal(orphans_of(st), 0);
+  tmk__store_free(st);
   /* the relay joined at packet 2 (restart): the same as a loss before it */
   st = store_trees((const int[]){2, 3, 4, -1}, scratch);
   assert_int_equal(check_no_orphan(st), 4);
