@@ -358,13 +358,14 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec) {
  * two record by record.
  * =========================================================================================== */
 
-/* The number stream's reader (§5.0) as tmk__in keeps it: bytes are taken from q down to lim,
- * bits sit LSB first in acc. Bits above nbits may hold the next bytes' bits already (a wide
- * refill loads whole bytes but counts only those that fit): they are the stream's own bits, so
- * ORing them in again, here or in tmk__in_refill, changes nothing. */
+/* The number stream's reader (§5.0) as tmk__in keeps it: bytes are taken from q down to lim
+ * (the record stream's end, passed to each call: kept in here, it made the compiler rebuild the
+ * struct on every zone for the cold paths' copies), bits sit LSB first in acc. Bits above nbits
+ * may hold the next bytes' bits already (a wide refill loads whole bytes but counts only those
+ * that fit): they are the stream's own bits, so ORing them in again, here or in tmk__in_refill,
+ * changes nothing. */
 typedef struct tmk__zb {
   const uint8_t* q;
-  const uint8_t* lim;
   uint64_t acc;
   unsigned nbits;
   int err; /* the first failure */
@@ -388,31 +389,31 @@ static inline uint64_t tmk__load_back8(const uint8_t* q) {
 }
 
 /* The stream's last 7 bytes, one at a time. */
-TMK__COLD void tmk__zb_refill_tail(tmk__zb* b) {
-  while (b->nbits <= 56 && b->q > b->lim) {
+TMK__COLD void tmk__zb_refill_tail(tmk__zb* b, const uint8_t* lim) {
+  while (b->nbits <= 56 && b->q > lim) {
     b->acc |= (uint64_t)*--b->q << b->nbits;
     b->nbits += 8;
   }
 }
 
-TMK__HOT void tmk__zb_refill(tmk__zb* b) {
+TMK__HOT void tmk__zb_refill(tmk__zb* b, const uint8_t* lim) {
   if (b->nbits >= 56) return;
-  if (b->q - b->lim >= 8) {
+  if (b->q - lim >= 8) {
     b->acc |= tmk__load_back8(b->q) << b->nbits;
     b->q -= (63 - b->nbits) >> 3; /* whole bytes that fit: nbits becomes 56..63 */
     b->nbits |= 56;
   } else { /* through a copy, so that b itself never escapes and stays in registers */
     tmk__zb t = *b;
-    tmk__zb_refill_tail(&t);
+    tmk__zb_refill_tail(&t, lim);
     *b = t;
   }
 }
 
 /* A number the inline path does not take, read by the reference reader. */
-TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, uint32_t* nstate, unsigned ctx) {
+TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, const uint8_t* lim, uint32_t* nstate, unsigned ctx) {
   tmk__in in;
   uint64_t v;
-  in.p = in.end = b->lim;
+  in.p = in.end = lim;
   in.q = b->q;
   in.acc = b->acc;
   in.nbits = b->nbits;
@@ -429,7 +430,7 @@ TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, uint32_t* nstate, unsigned ctx) {
 /* Reads the next number of context ctx: a code wholly in acc (nearly all of them: a Rice code
  * with a short unary part, or an escape of up to 51 bits, which every cold context starts
  * with), else the reference reader. The caller refills first. b->err is set on failure. */
-TMK__HOT uint64_t tmk__zb_num(tmk__zb* b, uint32_t* nstate, unsigned ctx) {
+TMK__HOT uint64_t tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* nstate, unsigned ctx) {
   uint32_t st = nstate[ctx];
   unsigned k = tmk__rice_k(st), ones, n;
   uint64_t v;
@@ -450,7 +451,7 @@ TMK__HOT uint64_t tmk__zb_num(tmk__zb* b, uint32_t* nstate, unsigned ctx) {
   }
   { /* through a copy, so that b itself never escapes and stays in registers */
     tmk__zb t = *b;
-    v = tmk__zb_slow(&t, nstate, ctx);
+    v = tmk__zb_slow(&t, lim, nstate, ctx);
     *b = t;
     return v;
   }
@@ -491,7 +492,6 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
   p = r->p;
   end = r->end;
   b.q = r->q;
-  b.lim = r->end;
   b.acc = r->nacc;
   b.nbits = r->nbits;
   b.err = 0;
@@ -513,8 +513,8 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &v)) != 0) break;
         site = (uint32_t)v;
       }
-      tmk__zb_refill(&b); /* 56 bits: both numbers, nearly always */
-      gap = tmk__zb_num(&b, ns, TMK__NUM_GAP);
+      tmk__zb_refill(&b, end); /* 56 bits: both numbers, nearly always */
+      gap = tmk__zb_num(&b, end, ns, TMK__NUM_GAP);
       if (b.err) break;
       if (depth > 0xFFFFFFFFull) {
         b.err = TMK_ERANGE;
@@ -523,10 +523,10 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
       start = cursor + gap;
       sl = &r->predict[0][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
       if (sl->used && sl->site == site) {
-        v = tmk__zb_num(&b, ns, TMK__NUM_DUR);
+        v = tmk__zb_num(&b, end, ns, TMK__NUM_DUR);
         dur = sl->duration + tmk__unzz(v);
       } else {
-        dur = tmk__zb_num(&b, ns, TMK__NUM_FRESH);
+        dur = tmk__zb_num(&b, end, ns, TMK__NUM_FRESH);
       }
       if (b.err) break;
       sl->site = site;
@@ -545,14 +545,14 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         b.err = TMK_ENEST;
         break;
       }
-      tmk__zb_refill(&b);
+      tmk__zb_refill(&b, end);
       site = r->open[nopen - 1].site;
       sl = &r->predict[1][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
       if (sl->used && sl->site == site) {
-        v = tmk__zb_num(&b, ns, TMK__NUM_CLOSE);
+        v = tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE);
         tail = sl->duration + tmk__unzz(v);
       } else {
-        tail = tmk__zb_num(&b, ns, TMK__NUM_CLOSE_FRESH);
+        tail = tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE_FRESH);
       }
       if (b.err) break;
       sl->site = site;
@@ -575,8 +575,8 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &v)) != 0) break;
         site = (uint32_t)v;
       }
-      tmk__zb_refill(&b);
-      gap = tmk__zb_num(&b, ns, TMK__NUM_GAP);
+      tmk__zb_refill(&b, end);
+      gap = tmk__zb_num(&b, end, ns, TMK__NUM_GAP);
       if (b.err) break;
       if (depth > 0xFFFFFFFFull) {
         b.err = TMK_ERANGE;

@@ -178,6 +178,7 @@ static void put_stats(tmk__json* j, const tmk_relay_stats* s) {
   tmk__json_u64(j, s->name);
   F(packets) F(records) F(bytes) F(zones) F(lost) F(duplicated) F(reordered) F(late)
   F(malformed) F(dropped_by_agent) F(spoofed) F(evicted) F(mem_bytes) F(unresolved_sites)
+  F(orphans)
 #undef F
   tmk__json_end_obj(j);
 }
@@ -629,6 +630,10 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   tmk__json_u64(&j, atomic_load(&r->unauthenticated));
   tmk__json_key(&j, "bad_mac");
   tmk__json_u64(&j, atomic_load(&r->bad_mac));
+  tmk_relay_totals tot; /* each session's lock, briefly */
+  tmk_relay_get_stats(r, &tot);
+  tmk__json_key(&j, "orphans"); /* zones whose parent was lost (PROTOCOL.md §5.3.1), all sessions */
+  tmk__json_u64(&j, tot.sum.orphans);
   tmk__json_key(&j, "clickhouse"); /* the history sink's counters, null when off */
   if (r->ch) tmk__ch_json_stats(r->ch, &j);
   else tmk__json_null(&j);

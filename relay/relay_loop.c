@@ -79,7 +79,7 @@ void tmk_relay_get_stats(tmk_relay* r, tmk_relay_totals* out) {
 #define ADD(f) t->f += a->f;
     ADD(packets) ADD(records) ADD(bytes) ADD(zones) ADD(lost) ADD(duplicated) ADD(reordered)
     ADD(late) ADD(malformed) ADD(dropped_by_agent) ADD(spoofed) ADD(evicted) ADD(mem_bytes)
-    ADD(unresolved_sites)
+    ADD(unresolved_sites) ADD(orphans)
 #undef ADD
     out->sessions++;
     out->live_sessions += info.live ? 1u : 0u;

@@ -204,14 +204,17 @@ static void copy_str(char* dst, size_t cap, const tmk_proto_str* s) {
 #define PENDING_MAX (8u << 20) /* beyond this the loop waits for the lock rather than drop */
 
 /* The part of applying a packet that touches reader-visible state. Caller holds s->mu. */
+/* The type of a packet whose header the caller parsed already (§2: byte 5): a packet is parsed
+ * once on its way in, not again at every step. */
+static int packet_type(const uint8_t* packet, size_t len) { return len >= 14 ? packet[5] : -1; }
+
 static void apply_locked(tmk__session* s, const uint8_t* packet, size_t len, void* scratch) {
-  tmk_proto_header hdr;
-  if (tmk_proto_parse_header(packet, len, &hdr) < 0) return;
-  if (hdr.type == TMK_PKT_DATA) {
+  const int type = packet_type(packet, len);
+  if (type == TMK_PKT_DATA) {
     s->info.stats.packets++;
     s->info.stats.bytes += len;
     (void)tmk__store_packet(s->store, packet, len, scratch);
-  } else if (hdr.type == TMK_PKT_HELLO) {
+  } else if (type == TMK_PKT_HELLO) {
     tmk_proto_reader rd;
     tmk_proto_hello h;
     if (tmk_proto_open(&rd, packet, len, scratch, TMK_PROTO_MAX_BODY) < 0 ||
@@ -230,7 +233,7 @@ static void apply_locked(tmk__session* s, const uint8_t* packet, size_t len, voi
     in->timer_freq = h.timer_freq;
     in->caps = h.caps;
     tmk__store_set_freq(s->store, h.timer_freq);
-  } else if (hdr.type == TMK_PKT_BYE) {
+  } else if (type == TMK_PKT_BYE) {
     s->info.live = 0;
   }
 }
@@ -264,17 +267,16 @@ static void recording_failed(tmk__session* s, int err) {
 }
 
 void tmk__session_apply(tmk__session* s, const uint8_t* packet, size_t len, void* scratch) {
-  tmk_proto_header hdr;
-  if (tmk_proto_parse_header(packet, len, &hdr) < 0) return; /* checked by the caller */
-  if (hdr.type != TMK_PKT_DATA && hdr.type != TMK_PKT_HELLO && hdr.type != TMK_PKT_BYE) return;
+  const int type = packet_type(packet, len); /* the header was checked by the caller */
+  if (type != TMK_PKT_DATA && type != TMK_PKT_HELLO && type != TMK_PKT_BYE) return;
   if (s->replay) { /* a worker thread builds it before anyone can read it */
     pthread_mutex_lock(&s->mu);
     apply_locked(s, packet, len, scratch);
     pthread_mutex_unlock(&s->mu);
     return;
   }
-  if (hdr.type == TMK_PKT_DATA) s->delivered++;
-  if (hdr.type == TMK_PKT_HELLO) {
+  if (type == TMK_PKT_DATA) s->delivered++;
+  if (type == TMK_PKT_HELLO) {
     uint8_t* copy = malloc(len);
     if (copy) {
       memcpy(copy, packet, len);

@@ -26,6 +26,12 @@
 #define MAX_MARKER_DEPTH 64
 #define LIVE_RING 16384
 #define MIN_BUDGET (1u << 20)
+/* A drop of an orphaned subtree goes on into the next packet only while fewer zones than this
+ * were dropped (PROTOCOL.md §5.3.1: the reference agent splits trees from batches of at most
+ * 1024 zones; a zone that never ends must not hide its children for good). */
+#define ORPHAN_CHAIN_MAX 4096
+/* How far back (zones) the store looks for the parent of a tree that follows a lost packet. */
+#define ORPHAN_PARENT_SCAN 64
 
 /* A stored zone: 16 bytes (relay_core.h, tmk__tap_zrec: the history tap receives runs of them
  * as they are). Start is relative to the chunk's base tick (a chunk ends when a zone does not fit
@@ -75,8 +81,15 @@ typedef struct thread {
   uint32_t id;
   char* name;
   series zones, events;
+  chunk* zprev; /* the zone chunk before zones.tail (NULL when none or evicted) */
   marker_open markers[MAX_MARKER_DEPTH];
   uint32_t nmarkers;
+  /* Orphaned subtree being dropped (orphan_depth > 0): trees at depth >= orphan_depth are not
+   * stored until one at a lower depth arrives (check_run). */
+  uint32_t orphan_depth;
+  uint64_t orphan_seq;     /* the DATA packet the drop was last active in */
+  uint64_t orphan_dropped; /* zones dropped since it began */
+  uint64_t pkt_seq1;       /* seq + 1 of the last packet with zones of this thread (0: none) */
 } thread;
 
 typedef struct site {
@@ -107,7 +120,8 @@ struct tmk__store {
   uint32_t site_cache[256]; /* ids known to be in the site table, direct-mapped */
   char* teams[TMK_PROTO_MAX_TEAMS];
   uint64_t drops[8];
-  uint64_t records, zones, malformed, evicted, packets;
+  uint64_t records, zones, malformed, evicted, packets, orphans;
+  uint64_t next_seq; /* DATA seq expected next (one past the highest stored) */
   uint64_t tmin, tmax;
   int have_time;
   uint64_t clock_ticks, clock_unix_ns;
@@ -121,6 +135,8 @@ struct tmk__store {
   size_t recs_cap;
   tmk_proto_zone* zbuf; /* the zones */
   size_t zbuf_cap;
+  uint8_t* roots; /* check_run: 1 for a zone whose parent is not in its run */
+  size_t roots_cap;
   /* live ring */
   tmk_relay_live_item* ring;
   uint64_t ring_w;
@@ -164,6 +180,7 @@ void tmk__store_free(tmk__store* st) {
   free(st->items);
   free(st->recs);
   free(st->zbuf);
+  free(st->roots);
   free(st);
 }
 
@@ -328,6 +345,7 @@ static int evict_one(tmk__store* st) {
     s->head = c->snext;
     if (!s->head) s->tail = NULL;
   }
+  if (t->zprev == c) t->zprev = NULL;
   st->evicted += c->count;
   st->mem -= chunk_size(c);
   if (c->slab) tmk__slab_free(&st->slabs, c->slab);
@@ -366,6 +384,7 @@ static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, 
   c->tmax = 0;
   if (s->tail) s->tail->snext = c;
   else s->head = c;
+  if (kind == CK_ZONES) t->zprev = s->tail;
   s->tail = c;
   if (st->gtail) st->gtail->gnext = c;
   else st->ghead = c;
@@ -506,11 +525,11 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
  * TMK_ENOMEM. */
 static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t n) {
   size_t i = 0;
-  /* Sites first: a site table that grows makes room by evicting chunks, which may be the chunk
-   * about to be filled below. */
-  for (i = 0; i < n; i++) reference_site(st, zs[i].site);
-  i = 0;
   while (i < n) {
+    /* The site of the zone at i first (its cache entry, or the table): a site table that grows
+     * makes room by evicting chunks, which may be the chunk about to be filled. The loop below
+     * stops at a zone whose site is not cached, so that it comes back here. */
+    reference_site(st, zs[i].site);
     chunk* c = t->zones.tail;
     uint64_t first = zs[i].start;
     if (!c || c->count * sizeof(zrec) == c->cap || !fits_off(first, c->base)) {
@@ -521,26 +540,33 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
     /* In locals: the byte-wide stores below may alias anything, which would reload these from
      * memory every zone. */
     const uint64_t base = c->base;
-    const int follow = st->ring != NULL;
+    const uint32_t* cache = st->site_cache;
+    const tmk_proto_zone* q = zs + i;
     uint64_t lo = c->tmin, hi = c->tmax;
     uint32_t k = 0, room = (uint32_t)(c->cap / sizeof(zrec)) - c->count;
-    for (; k < room && i < n; k++, i++) {
-      const tmk_proto_zone* q = &zs[i];
-      uint64_t start = q->start, dur = q->duration, off = start - base;
+    const uint32_t lim = n - i < room ? (uint32_t)(n - i) : room;
+    for (; k < lim; k++) {
+      uint64_t start = q[k].start, dur = q[k].duration, off = start - base;
+      const uint32_t sid = q[k].site;
       if (off + 0x80000000ull > 0xFFFFFFFFull) break; /* fits_off: else a new chunk */
+      if (cache[sid & 255] != sid && k && sid) break; /* reference_site above */
       if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
       zrec r;
       r.start_off = (int32_t)(int64_t)off;
       r.dur_lo = (uint32_t)dur;
       r.dur_hi = (uint16_t)(dur >> 32);
-      r.site = q->site;
-      r.depth = (uint8_t)(q->depth > 255 ? 255 : q->depth);
+      r.site = sid;
+      r.depth = (uint8_t)(q[k].depth > 255 ? 255 : q[k].depth);
       r.flags = 0;
       z[k] = r;
       if (start < lo) lo = start;
       if (start + dur > hi) hi = start + dur;
-      if (follow) live_zone(st, t->id, start, dur, q->site, q->depth, 0);
     }
+    i += k;
+    if (st->ring) /* followers: the live ring gets the same zones */
+      for (uint32_t j = 0; j < k; j++)
+        live_zone(st, t->id, q[j].start, (uint64_t)z[j].dur_lo | (uint64_t)z[j].dur_hi << 32,
+                  q[j].site, q[j].depth, 0);
     /* history sink: the zones as stored, one call per run */
     if (st->tap.zones && k) st->tap.zones(st->tap.ud, t->id, c->base, st->freq, z, k);
     c->count += k;
@@ -796,6 +822,107 @@ static int decode_all(tmk__store* st, tmk_proto_reader* rd, size_t* nitems) {
   return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Orphans (PROTOCOL.md §5.3.1, lost packets and orphaned zones)
+ * ------------------------------------------------------------------------------------------- */
+/* Returns 1 when the latest zone stored on t at `depth` (paired markers aside), looked for among
+ * its last ORPHAN_PARENT_SCAN zones, covers [start, end]. */
+static int stored_parent_covers(const thread* t, uint32_t depth, uint64_t start, uint64_t end) {
+  const uint8_t d8 = (uint8_t)(depth > 255 ? 255 : depth);
+  const chunk* cs[2] = {t->zones.tail, t->zprev};
+  uint32_t left = ORPHAN_PARENT_SCAN;
+  for (int k = 0; k < 2 && cs[k] && left; k++) {
+    const chunk* c = cs[k];
+    const zrec* z = (const zrec*)(const void*)c->data;
+    for (uint32_t i = c->count; i-- > 0 && left; left--) {
+      if (z[i].depth != d8 || (z[i].flags & TMK_RELAY_ZONE_MARKER)) continue;
+      uint64_t s0 = c->base + (uint64_t)(int64_t)z[i].start_off;
+      uint64_t e0 = s0 + ((uint64_t)z[i].dur_lo | (uint64_t)z[i].dur_hi << 32);
+      return s0 <= start && end <= e0;
+    }
+  }
+  return 0;
+}
+
+/* add_zones for a run that needs the orphan check: thread t's zones zs[0..n) from DATA packet
+ * `seq`, which follows a gap (`gap`: packet seq - 1 was never stored) or continues a drop.
+ * `first`: no zones of t came earlier in this packet. A run is a sequence of whole trees in
+ * decode order (a parent after its children); a tree whose root has no parent in the packet and
+ * sits at depth R > 0 is the continuation of a tree split across packets (§5.3) or the children
+ * of a zone that has not ended yet. Right after a gap, the first such tree of the thread is
+ * dropped unless the parent it continues is stored (it would have been in the packet before);
+ * the trees that follow at depth >= R (in this packet, and at the start of the next ones) go
+ * with it. Returns the number of zones stored or TMK_ENOMEM. */
+static int check_run(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t n, int gap,
+                     int first, uint64_t seq) {
+  if (t->orphan_depth && t->orphan_seq != seq &&
+      !(first && t->orphan_seq + 1 == seq && t->orphan_dropped < ORPHAN_CHAIN_MAX))
+    t->orphan_depth = 0; /* the drop does not go on into this packet */
+  if (!t->orphan_depth) {
+    if (!gap || !first) return add_zones(st, t, zs, n) == TMK_ENOMEM ? TMK_ENOMEM : (int)n;
+    /* The first tree's root: the first zone that the next zone above it does not cover. */
+    size_t r = 0;
+    for (size_t j = 1; j < n && zs[r].depth > 0; j++) {
+      if (zs[j].depth >= zs[r].depth) continue; /* a later sibling's subtree, or a later tree */
+      if (zs[j].depth + 1 != zs[r].depth || zs[j].start > zs[r].start ||
+          zs[r].start + zs[r].duration > zs[j].start + zs[j].duration)
+        break;
+      r = j;
+    }
+    if (zs[r].depth == 0 ||
+        stored_parent_covers(t, zs[r].depth - 1, zs[r].start, zs[r].start + zs[r].duration))
+      return add_zones(st, t, zs, n) == TMK_ENOMEM ? TMK_ENOMEM : (int)n;
+    t->orphan_depth = zs[r].depth; /* dropped below, with what follows it at that depth */
+    t->orphan_seq = seq;
+    t->orphan_dropped = 0;
+  }
+  /* Dropping: tree by tree. Backwards first: the next zone at depth d - 1 after a zone at depth
+   * d is its parent if it covers it; a zone without one is a root. nxt holds the next zone seen
+   * at each depth (mod 256, with the depth to tell them apart). */
+  if (dec_room(st, (void**)&st->roots, &st->roots_cap, 1, n)) return TMK_ENOMEM;
+  struct { uint32_t depth; uint64_t start, end; } nxt[256];
+  for (int k = 0; k < 256; k++) nxt[k].depth = UINT32_MAX;
+  for (size_t i = n; i-- > 0;) {
+    const tmk_proto_zone* z = &zs[i];
+    uint64_t end = z->start + z->duration;
+    int root = 1;
+    if (z->depth > 0) {
+      const uint32_t pd = z->depth - 1;
+      root = !(nxt[pd & 255].depth == pd && nxt[pd & 255].start <= z->start &&
+               end <= nxt[pd & 255].end);
+    }
+    st->roots[i] = (uint8_t)root;
+    nxt[z->depth & 255].depth = z->depth;
+    nxt[z->depth & 255].start = z->start;
+    nxt[z->depth & 255].end = end;
+  }
+  /* Forwards, a tree at a time: zs[b..i] with its root at i, dropped while at depth >=
+   * orphan_depth; kept trees are stored in runs. */
+  size_t b = 0, kb = 0;
+  int stored = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!st->roots[i]) continue;
+    if (t->orphan_depth && zs[i].depth >= t->orphan_depth) {
+      if (b > kb) {
+        if (add_zones(st, t, zs + kb, b - kb) == TMK_ENOMEM) return TMK_ENOMEM;
+        stored += (int)(b - kb);
+      }
+      st->orphans += i + 1 - b;
+      t->orphan_dropped += i + 1 - b;
+      t->orphan_seq = seq;
+      kb = i + 1;
+    } else {
+      t->orphan_depth = 0; /* a tree above the dropped one: the drop is over */
+    }
+    b = i + 1;
+  }
+  if (n > kb) {
+    if (add_zones(st, t, zs + kb, n - kb) == TMK_ENOMEM) return TMK_ENOMEM;
+    stored += (int)(n - kb);
+  }
+  return stored;
+}
+
 int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* scratch) {
   tmk_proto_reader rd;
   int rc = tmk_proto_open(&rd, packet, len, scratch, TMK_PROTO_MAX_BODY);
@@ -814,6 +941,12 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
     return rc;
   }
   st->packets++;
+  /* A packet that does not follow the last one stored (one was lost, the relay joined late, or
+   * this one is late) gets the orphan check (check_run). A packet further behind than a late one
+   * can be (the reorder stage's history) starts a new epoch there. */
+  const uint64_t seq = rd.hdr.seq;
+  const int gap = seq != st->next_seq;
+  if (seq >= st->next_seq || st->next_seq - seq > TMK__REORDER_HISTORY) st->next_seq = seq + 1;
   int n = 0;
   for (size_t i = 0; i < count; i++) {
     const dec_item* it = &st->items[i];
@@ -823,9 +956,15 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
         st->malformed += it->zones; /* thread table full: these records are refused */
         continue;
       }
-      if (add_zones(st, t, st->zbuf + it->index, it->zones) == TMK_ENOMEM) return TMK_ENOMEM;
-      st->records += it->zones;
-      n += (int)it->zones;
+      int first = t->pkt_seq1 != seq + 1, got = (int)it->zones;
+      t->pkt_seq1 = seq + 1;
+      if (gap || t->orphan_depth)
+        got = check_run(st, t, st->zbuf + it->index, it->zones, gap, first, seq);
+      else if (add_zones(st, t, st->zbuf + it->index, it->zones) == TMK_ENOMEM)
+        got = TMK_ENOMEM;
+      if (got == TMK_ENOMEM) return TMK_ENOMEM;
+      st->records += (uint64_t)got;
+      n += got;
       continue;
     }
     int src = store_record(st, &st->recs[it->index]);
@@ -853,6 +992,7 @@ void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info) {
   info->stats.dropped_by_agent = dropped;
   for (int i = 0; i < 5; i++) info->dropped_by_reason[i] = st->drops[i];
   info->stats.evicted = st->evicted;
+  info->stats.orphans = st->orphans;
   info->stats.mem_bytes = st->mem;
   info->stats.unresolved_sites = st->unresolved;
   info->first_ns = st->have_time ? to_ns(st, st->tmin) : 0;

@@ -59,6 +59,7 @@ typedef struct tmk_relay_stats {
   uint64_t evicted;          /* stored records evicted by the memory budget */
   uint64_t mem_bytes;        /* bytes the session's store currently holds */
   uint64_t unresolved_sites; /* site ids referenced but not described (yet) */
+  uint64_t orphans;          /* zones dropped because their parent was in a lost packet */
 } tmk_relay_stats;
 
 typedef struct tmk_relay_session_info {

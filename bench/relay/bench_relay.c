@@ -187,7 +187,7 @@ static void* send_main(void* arg) {
 
 /* ---- the relay's counters, through its query API -------------------------------------------- */
 typedef struct sess_stats {
-  uint64_t zones, packets, lost, mem;
+  uint64_t zones, packets, lost, mem, orphans;
 } sess_stats;
 
 static int get_stats(tmk_relay* r, uint64_t sid, sess_stats* st) {
@@ -199,6 +199,7 @@ static int get_stats(tmk_relay* r, uint64_t sid, sess_stats* st) {
   st->packets = info.stats.packets;
   st->lost = info.stats.lost;
   st->mem = info.stats.mem_bytes;
+  st->orphans = info.stats.orphans;
   return 0;
 }
 
@@ -243,6 +244,7 @@ static int run_phase(tmk_relay* r, pthread_t loop, packets* pk, const uint64_t* 
       total->packets += st.packets;
       total->lost += st.lost;
       total->mem += st.mem;
+      total->orphans += st.orphans;
     }
     stable = (total->zones == prev.zones && total->lost == prev.lost) ? stable + 1 : 0;
     prev = *total;
@@ -370,10 +372,10 @@ int main(int argc, char** argv) {
 
   printf("bench-relay: %d targets over loopback UDP, %.0f zones/packet, %.2f wire bytes/zone\n",
          TARGETS, zones_per_packet, (double)b2 / (double)z2);
-  printf("bench-relay: offered 40 M zones/s: %llu of %llu zones stored (%llu packets lost) in "
-         "%.2f s wall, relay loop cpu %.2f s\n",
+  printf("bench-relay: offered 40 M zones/s: %llu of %llu zones stored (%llu packets lost, "
+         "%llu zones dropped with a lost parent) in %.2f s wall, relay loop cpu %.2f s\n",
          (unsigned long long)d.t1.zones, (unsigned long long)z1, (unsigned long long)d.t1.lost,
-         d.wall1, d.cpu1);
+         (unsigned long long)d.t1.orphans, d.wall1, d.cpu1);
   printf("bench-relay: paced at 5 M zones/s (%.0f packets/s per target): %llu of %llu zones in "
          "%.2f s (relay loop cpu %.2f s), %llu of %llu packets lost\n",
          d.pps5m, (unsigned long long)d.t2.zones, (unsigned long long)z2, d.wall2, d.cpu2,

@@ -328,6 +328,52 @@ def case_chaos():
         eq(r.stop(), 0, "exit code")
 
 
+def case_orphans():
+    """Trees continued in the next packet (PROTOCOL.md §5.3: tmk-relay-synth --split puts each
+    tree's last children into the next packet, as the agent does when a tree does not fit) over
+    a proxy that drops packets: the children whose parent was in a dropped packet are dropped
+    and counted (stats.orphans, §5.3.1), and no stored zone lacks its parent."""
+    r = Relay()
+    try:
+        n, zones, split, threads = 400, 10, 4, 2
+        chaos = subprocess.Popen([os.path.join(BIN, "tmk-relay-chaos"), "--to", f"127.0.0.1:{r.port}",
+                                  "--seed", "11", "--drop", "0.08", "--dup", "0", "--reorder", "0",
+                                  "--protect-from", str(n - 1), "--idle-ms", "1000", "--list", "1"],
+                                 stdout=subprocess.PIPE, text=True)
+        m = re.match(r"CHAOS port=(\d+)", chaos.stdout.readline())
+        check(m, "chaos proxy did not start")
+        out = sent(synth("--to", f"127.0.0.1:{m.group(1)}", "--packets", n, "--zones", zones,
+                         "--split", split, "--threads", threads, "--session", "00000000000c4a06",
+                         "--rate", 10000))
+        res, _ = chaos.communicate(timeout=20)
+        dropped = {int(x) for x in re.findall(r"CHAOS drop seq=(\d+)", res)}
+        check(len(dropped) > 10, f"chaos dropped too little: {res}")
+        # packet s holds the tail of tree s - 1 (split children a thread) and its own tree less
+        # its tail; a packet after a dropped one starts with an orphaned tail
+        in_packet = lambda s: threads * (zones - split + (split if s > 0 else 0))
+        orphans = sum(split * threads for s in range(1, n) if s - 1 in dropped and s not in dropped)
+        check(orphans > 0, "no dropped packet was followed by a delivered one")
+        want = out["zones"] - sum(in_packet(s) for s in dropped) - orphans
+        sid = out["session"]
+        js = r.wait_zones(sid, want)
+        st = js["stats"]
+        eq(st["lost"], len(dropped), "relay loss count vs packets the proxy dropped")
+        eq(st["orphans"], orphans, "children of the dropped trees")
+        eq(r.get("/api/relay")["orphans"], orphans, "relay-wide orphans")
+        zs = zones_of(r, sid)["zones"]
+        eq(len(zs), want, "zones listed")
+        parents = {}
+        for start, dur, thread, _site, depth, _flags in zs:
+            if depth == 0:
+                parents.setdefault(thread, []).append((start, start + dur))
+        for start, dur, thread, _site, depth, _flags in zs:
+            if depth == 1:
+                check(any(a <= start and start + dur <= b for a, b in parents.get(thread, [])),
+                      f"zone at {start} on thread {thread} stored without its parent")
+    finally:
+        eq(r.stop(), 0, "exit code")
+
+
 def case_malformed():
     r = Relay()
     try:

@@ -659,6 +659,273 @@ static void test_json_escaping(void** state) {
   tmk__json_free(&j);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Orphans: a child is never stored without its parent (PROTOCOL.md §5.3.1)
+ * ------------------------------------------------------------------------------------------- */
+/* A DATA packet of thread 1 holding zones zs[0..n) (sorted by start, then depth). */
+static size_t make_tree_packet(uint8_t* out, size_t cap, uint64_t seq, const tmk_proto_zone* zs,
+                               size_t n) {
+  uint8_t body[4096];
+  tmk_proto_writer w;
+  tmk_proto_writer_init(&w, body, sizeof body);
+  assert_true(tmk_proto_put_thread(&w, 1) >= 0);
+  assert_int_equal(tmk_proto_put_zones(&w, zs, n), (int)n);
+  int len = tmk_proto_finish(&w, 77, seq, out, cap, NULL);
+  assert_true(len > 0);
+  return (size_t)len;
+}
+
+#define Z(s, e, d) {(s), (e) - (s), 5, (d)}
+/* Packet 0: A, an earlier tree. Packet 1: P with its first children C1 and C2. Packet 2: the rest
+ * of P's children (C3 with a child G, then C4), continued at depth 1 as a writer does when P's
+ * tree did not fit packet 1 (§5.3), then Q after P with its child Q1 (decoded before Q, at the
+ * depth of the dropped trees). Packet 3: D, a child of R, which has not ended yet; packet 4: R. */
+static const tmk_proto_zone tree_pk[5][5] = {
+    {Z(0, 100, 0)},
+    {Z(1000, 2000, 0), Z(1100, 1200, 1), Z(1300, 1400, 1)},
+    {Z(1500, 1700, 1), Z(1550, 1600, 2), Z(1800, 1900, 1), Z(2100, 2200, 0), Z(2120, 2150, 1)},
+    {Z(3100, 3200, 1)},
+    {Z(3000, 3500, 0)},
+};
+static const size_t tree_n[5] = {1, 3, 5, 1, 1};
+#undef Z
+
+typedef struct zl {
+  tmk_relay_zone z[64];
+  size_t n;
+} zl;
+static int list_tree_zone(void* ud, const tmk_relay_zone* z) {
+  zl* l = ud;
+  assert_true(l->n < 64);
+  l->z[l->n++] = *z;
+  return 0;
+}
+
+/* Every zone in the store, and the check that none at depth > 0 lacks a parent. Returns the
+ * number of zones. */
+static size_t check_no_orphan(tmk__store* st) {
+  zl l;
+  l.n = 0;
+  tmk_relay_query q;
+  memset(&q, 0, sizeof q);
+  q.thread = -1;
+  tmk__store_zones(st, &q, list_tree_zone, &l);
+  for (size_t i = 0; i < l.n; i++) {
+    const tmk_relay_zone* c = &l.z[i];
+    if (c->depth == 0) continue;
+    int parent = 0;
+    for (size_t k = 0; k < l.n; k++) {
+      const tmk_relay_zone* p = &l.z[k];
+      if (p->thread == c->thread && p->depth + 1 == c->depth && p->start_ns <= c->start_ns &&
+          c->start_ns + c->dur_ns <= p->start_ns + p->dur_ns)
+        parent = 1;
+    }
+    if (!parent) fail_msg("zone at %llu, depth %u, stored without its parent",
+                          (unsigned long long)c->start_ns, (unsigned)c->depth);
+  }
+  return l.n;
+}
+
+static uint64_t orphans_of(const tmk__store* st) {
+  tmk_relay_session_info info;
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  return info.stats.orphans;
+}
+
+/* Stores the packets of tree_pk named in `order` (seq = index), -1 ends. */
+static tmk__store* store_trees(const int* order, void* scratch) {
+  tmk__store* st = tmk__store_new(1 << 20);
+  assert_non_null(st);
+  for (; *order >= 0; order++) {
+    uint8_t pk[4096];
+    size_t n = make_tree_packet(pk, sizeof pk, (uint64_t)*order, tree_pk[*order], tree_n[*order]);
+    assert_true(tmk__store_packet(st, pk, n, scratch) >= 0);
+  }
+  return st;
+}
+
+static void test_store_orphans_dropped(void** state) {
+  (void)state;
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  /* everything delivered: all 11 zones, the child that came before R (packet 3) included */
+  tmk__store* st = store_trees((const int[]){0, 1, 2, 3, 4, -1}, scratch);
+  assert_int_equal(check_no_orphan(st), 11);
+  assert_int_equal(orphans_of(st), 0);
+  tmk__store_free(st);
+  /* packet 1 (P) lost: C3, G and C4 go, counted; Q, Q1, D and R stay */
+  st = store_trees((const int[]){0, 2, 3, 4, -1}, scratch);
+  assert_int_equal(check_no_orphan(st), 5);
+  assert_int_equal(orphans_of(st), 3);
+  tmk_relay_session_info info;
+  memset(&info, 0, sizeof info);
+  tmk__store_fill_info(st, &info);
+  assert_int_equal(info.stats.zones, 5);
+  assert_int_equal(info.stats.records, 5);
+  /* P arriving late after all (the reorder stage declared it lost): stored with what it holds */
+  uint8_t pk[4096];
+  size_t n = make_tree_packet(pk, sizeof pk, 1, tree_pk[1], tree_n[1]);
+  assert_int_equal(tmk__store_packet(st, pk, n, scratch), 3);
+  assert_int_equal(check_no_orphan(st), 8);
+  assert_int_equal(orphans_of(st), 3);
+  tmk__store_free(st);
+  st = store_trees((const int[]){0, -1}, scratch);
+  /* a sequence that starts again far behind (a new epoch, PROTOCOL.md §2) is followed from
+   * there: after packets at 20001.., packets 20, 21, 22 follow each other, so D (a child of R,
+   * which has not ended) in 22 is not checked and kept */
+  for (int i = 1; i < 3; i++) {
+    n = make_tree_packet(pk, sizeof pk, 20000 + (uint64_t)i, tree_pk[i], tree_n[i]);
+    assert_true(tmk__store_packet(st, pk, n, scratch) >= 0);
+  }
+  for (int i = 1; i < 4; i++) {
+    n = make_tree_packet(pk, sizeof pk, 19 + (uint64_t)i, tree_pk[i], tree_n[i]);
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), (int)tree_n[i]);
+  }
+  assert_int_equal(orphans_of(st), 0);
+  tmk__store_free(st);
+  /* the relay joined at packet 2 (restart): the same as a loss before it */
+  st = store_trees((const int[]){2, 3, 4, -1}, scratch);
+  assert_int_equal(check_no_orphan(st), 4);
+  assert_int_equal(orphans_of(st), 3);
+  tmk__store_free(st);
+  /* a packet lost that held no parent of what follows: nothing dropped */
+  st = store_trees((const int[]){0, 1, 2, 4, -1}, scratch);
+  assert_int_equal(check_no_orphan(st), 10);
+  assert_int_equal(orphans_of(st), 0);
+  tmk__store_free(st);
+  free(scratch);
+}
+
+/* A tree continued over two packets after the lost one: packet 2 holds only P's subtree, so the
+ * drop goes on at the start of packet 3 (until Q, at depth 0). A parent stored before the gap
+ * (packet 1 delivered, packet 2 lost) keeps its children in packet 3. */
+static void test_store_orphans_chain(void** state) {
+  (void)state;
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  static const tmk_proto_zone p1[] = {{1000, 1000, 5, 0}, {1100, 100, 5, 1}};
+  static const tmk_proto_zone p2[] = {{1300, 100, 5, 1}, {1320, 10, 5, 2}, {1500, 100, 5, 1}};
+  static const tmk_proto_zone p3[] = {{1700, 100, 5, 1}, {1710, 50, 5, 2}, {2100, 100, 5, 0}};
+  const tmk_proto_zone* pks[3] = {p1, p2, p3};
+  const size_t ns[3] = {2, 3, 3};
+  for (int lost = 0; lost < 2; lost++) {
+    tmk__store* st = tmk__store_new(1 << 20);
+    for (int i = 0; i < 3; i++) {
+      if (i == lost) continue;
+      uint8_t pk[4096];
+      size_t n = make_tree_packet(pk, sizeof pk, (uint64_t)i + 1, pks[i], ns[i]);
+      assert_true(tmk__store_packet(st, pk, n, scratch) >= 0);
+    }
+    if (lost == 0) { /* P lost: p2 and p3's first two go, the zone at depth 0 stays */
+      assert_int_equal(check_no_orphan(st), 1);
+      assert_int_equal(orphans_of(st), 5);
+    } else { /* p2 lost: P is stored and covers p3's children */
+      assert_int_equal(check_no_orphan(st), 5);
+      assert_int_equal(orphans_of(st), 0);
+    }
+    tmk__store_free(st);
+  }
+  free(scratch);
+}
+
+/* Children of a zone that never ends (a thread's outermost zone, never sent): without a loss
+ * all are kept; after one, the drop ends after ORPHAN_CHAIN_MAX (4096) zones, not never. */
+static void test_store_orphans_chain_cap(void** state) {
+  (void)state;
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  static tmk_proto_zone kids[1000];
+  for (int lose = 0; lose < 2; lose++) {
+    tmk__store* st = tmk__store_new(1 << 20);
+    for (uint64_t seq = 0; seq < 10; seq++) {
+      if (lose && seq == 1) continue;
+      for (uint32_t i = 0; i < 1000; i++) {
+        kids[i].start = 1000000 * seq + 10 * i;
+        kids[i].duration = 5;
+        kids[i].site = 5;
+        kids[i].depth = 1;
+      }
+      uint8_t pk[4096];
+      size_t n = make_tree_packet(pk, sizeof pk, seq, kids, 1000);
+      assert_true(tmk__store_packet(st, pk, n, scratch) >= 0);
+    }
+    tmk_relay_session_info info;
+    memset(&info, 0, sizeof info);
+    tmk__store_fill_info(st, &info);
+    /* lost packet 1: packets 2..6 go (the drop goes on while fewer than 4096 were dropped
+     * before a packet starts), 7..9 stay */
+    assert_int_equal(info.stats.orphans, lose ? 5000 : 0);
+    assert_int_equal(info.stats.zones, lose ? 4000 : 10000);
+    tmk__store_free(st);
+  }
+  free(scratch);
+}
+
+/* Deeper than the store's 8-bit depth (255): a parent at depth 299 is stored at 255 and still
+ * found for children at 300 after a gap; one that does not cover them is not taken for it. */
+static void test_store_orphans_deep(void** state) {
+  (void)state;
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  for (int covers = 0; covers < 2; covers++) {
+    const tmk_proto_zone parent = {covers ? 1000 : 100, covers ? 1000 : 50, 5, 299};
+    const tmk_proto_zone kids[] = {{1100, 100, 5, 300}, {1110, 10, 5, 301}, {1300, 100, 5, 300}};
+    tmk__store* st = tmk__store_new(1 << 20);
+    uint8_t pk[4096];
+    size_t n = make_tree_packet(pk, sizeof pk, 0, &parent, 1);
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), 1);
+    n = make_tree_packet(pk, sizeof pk, 2, kids, 3); /* packet 1 lost */
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), covers ? 3 : 0);
+    assert_int_equal(orphans_of(st), covers ? 0 : 3);
+    tmk__store_free(st);
+  }
+  free(scratch);
+}
+
+/* The check sits behind the reorder stage: packet 1 late but within the window is delivered
+ * in order and its children are kept; declared lost, they are dropped. */
+typedef struct ro_store {
+  tmk__store* st;
+  void* scratch;
+} ro_store;
+static void deliver_to_store(void* ud, const uint8_t* p, size_t len, uint64_t seq) {
+  (void)seq;
+  ro_store* rs = ud;
+  assert_true(tmk__store_packet(rs->st, p, len, rs->scratch) >= 0);
+}
+
+static void test_store_orphans_after_reorder(void** state) {
+  (void)state;
+  uint8_t pk[5][4096];
+  size_t len[5];
+  for (int i = 0; i < 5; i++) len[i] = make_tree_packet(pk[i], sizeof pk[i], (uint64_t)i, tree_pk[i], tree_n[i]);
+  for (int late = 0; late < 2; late++) {
+    ro_store rs = {tmk__store_new(1 << 20), malloc(TMK_PROTO_MAX_BODY)};
+    tmk__reorder ro;
+    assert_int_equal(tmk__reorder_init(&ro, 64, 100), 0);
+    uint64_t now = 1000;
+    tmk__reorder_push(&ro, 0, pk[0], len[0], now, deliver_to_store, &rs);
+    tmk__reorder_push(&ro, 2, pk[2], len[2], now, deliver_to_store, &rs);
+    tmk__reorder_push(&ro, 3, pk[3], len[3], now + 10, deliver_to_store, &rs);
+    if (late) { /* the window's time passes: packet 1 is declared lost, 2 and 3 delivered */
+      tmk__reorder_tick(&ro, now + 500, 0, deliver_to_store, &rs);
+      assert_int_equal(ro.lost, 1);
+    }
+    tmk__reorder_push(&ro, 1, pk[1], len[1], now + 600, deliver_to_store, &rs);
+    tmk__reorder_push(&ro, 4, pk[4], len[4], now + 600, deliver_to_store, &rs);
+    tmk__reorder_tick(&ro, now + 2000, 1, deliver_to_store, &rs);
+    if (!late) {
+      assert_int_equal(ro.lost, 0);
+      assert_int_equal(check_no_orphan(rs.st), 11);
+      assert_int_equal(orphans_of(rs.st), 0);
+    } else {
+      assert_int_equal(ro.late, 1);
+      assert_int_equal(check_no_orphan(rs.st), 8);
+      assert_int_equal(orphans_of(rs.st), 3);
+    }
+    tmk__reorder_free(&ro);
+    tmk__store_free(rs.st);
+    free(rs.scratch);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reorder_in_order_and_swaps),
@@ -674,6 +941,11 @@ int main(void) {
       cmocka_unit_test(test_store_slabs_evict),
       cmocka_unit_test(test_store_query_slices),
       cmocka_unit_test(test_store_live_ring),
+      cmocka_unit_test(test_store_orphans_dropped),
+      cmocka_unit_test(test_store_orphans_chain),
+      cmocka_unit_test(test_store_orphans_deep),
+      cmocka_unit_test(test_store_orphans_chain_cap),
+      cmocka_unit_test(test_store_orphans_after_reorder),
       cmocka_unit_test(test_json_escaping),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* tmk_chaos.c — a UDP chaos proxy for the relay's tests: forwards datagrams from agents to the
  * relay and, with a fixed seed, drops, duplicates and reorders DATA packets (reordering stays
- * within a few packets). Prints exactly what it did so a test can compare with the relay. */
+ * within a few packets). Prints exactly what it did so a test can compare with the relay (with
+ * --list 1, also the seq of each DATA packet it dropped). */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   const char* to = NULL;
   double p_drop = 0.05, p_dup = 0.03, p_reorder = 0.05;
   unsigned long long protect_from = ~0ull;
-  int idle_ms = 1500;
+  int idle_ms = 1500, list = 0; /* list: print the seq of each packet dropped */
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--to") == 0) to = argv[i + 1];
     else if (strcmp(argv[i], "--seed") == 0) g_rng = (uint32_t)strtoul(argv[i + 1], NULL, 10);
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
     else if (strcmp(argv[i], "--reorder") == 0) p_reorder = atof(argv[i + 1]);
     else if (strcmp(argv[i], "--protect-from") == 0) protect_from = strtoull(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--idle-ms") == 0) idle_ms = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--list") == 0) list = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "tmk-relay-chaos: unknown option %s\n", argv[i]);
       return 2;
@@ -58,7 +60,7 @@ int main(int argc, char** argv) {
   }
   if (!to || !g_rng) {
     fprintf(stderr, "usage: tmk-relay-chaos --to IP:PORT [--seed N(!=0)] [--drop P] [--dup P] "
-                    "[--reorder P] [--protect-from SEQ] [--idle-ms MS]\n");
+                    "[--reorder P] [--protect-from SEQ] [--idle-ms MS] [--list 1]\n");
     return 2;
   }
   const char* colon = strrchr(to, ':');
@@ -109,6 +111,7 @@ int main(int argc, char** argv) {
     double r1 = frand(), r2 = frand(), r3 = frand();
     if (h.seq < protect_from && r1 < p_drop) {
       dropped++;
+      if (list) printf("CHAOS drop seq=%llu\n", (unsigned long long)h.seq);
       continue;
     }
     /* Release held packets whose turn has come (each counts the packets passing it). */

@@ -27,6 +27,7 @@ typedef struct opts {
   uint64_t session;
   uint64_t packets;
   uint32_t zones; /* zones per thread per packet */
+  uint32_t split; /* --split K: a tree's last K children go into the next packet (§5.3) */
   uint32_t threads;
   int hello_version;
   int hello_count;
@@ -285,6 +286,7 @@ int main(int argc, char** argv) {
     else if (ARG("--session")) o.session = strtoull(v, NULL, 16);
     else if (ARG("--packets")) o.packets = strtoull(v, NULL, 10);
     else if (ARG("--zones")) o.zones = (uint32_t)atoi(v);
+    else if (ARG("--split")) o.split = (uint32_t)atoi(v);
     else if (ARG("--threads")) o.threads = (uint32_t)atoi(v);
     else if (ARG("--hello-version")) o.hello_version = atoi(v);
     else if (ARG("--hello-count")) o.hello_count = atoi(v);
@@ -319,8 +321,8 @@ int main(int argc, char** argv) {
     }
   }
   g_rng = o.seed ? o.seed : 1;
-  if (o.zones < 2 || o.zones > 200 || o.threads < 1) {
-    fprintf(stderr, "tmk-relay-synth: --zones 2..200, --threads >= 1\n");
+  if (o.zones < 2 || o.zones > 200 || o.threads < 1 || o.split >= o.zones - 1) {
+    fprintf(stderr, "tmk-relay-synth: --zones 2..200, --threads >= 1, --split below zones - 1\n");
     return 2;
   }
 
@@ -381,7 +383,7 @@ int main(int argc, char** argv) {
   }
 
   uint64_t zones_sent = 0, frames = 0, plots = 0, messages = 0;
-  tmk_proto_zone* zs = calloc(o.zones, sizeof *zs);
+  tmk_proto_zone* zs = calloc((size_t)o.zones + o.split, sizeof *zs);
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (uint64_t i = 0; i < o.packets; i++) {
@@ -408,21 +410,33 @@ int main(int argc, char** argv) {
     }
     for (uint32_t t = 0; t < o.threads; t++) {
       uint64_t base = 1000000ull + seq * 100000ull + t * 7ull;
-      zs[0].start = base;
-      zs[0].duration = 90000;
-      zs[0].site = 1;
-      zs[0].depth = 0;
-      for (uint32_t j = 1; j < o.zones; j++) {
-        zs[j].start = base + 10 + (j - 1) * 400;
-        zs[j].duration = 300 + (j % 7);
-        zs[j].site = 2 + (j % 6);
-        zs[j].depth = 1;
+      /* With --split K, the packet starts with the last K children of the previous packet's
+       * tree (the writer continues them at depth 1, as the agent does when a tree does not fit
+       * a packet) and holds its own tree without its last K children. */
+      uint32_t nz = 0, keep = o.zones - o.split;
+      if (o.split && i > 0)
+        for (uint32_t j = keep; j < o.zones; j++, nz++) {
+          zs[nz].start = base - 100000ull + 10 + (j - 1) * 400;
+          zs[nz].duration = 300 + (j % 7);
+          zs[nz].site = 2 + (j % 6);
+          zs[nz].depth = 1;
+        }
+      zs[nz].start = base;
+      zs[nz].duration = 90000;
+      zs[nz].site = 1;
+      zs[nz].depth = 0;
+      nz++;
+      for (uint32_t j = 1; j < keep; j++, nz++) {
+        zs[nz].start = base + 10 + (j - 1) * 400;
+        zs[nz].duration = 300 + (j % 7);
+        zs[nz].site = 2 + (j % 6);
+        zs[nz].depth = 1;
       }
       if (tmk_proto_put_thread(&w, t) < 0) return 1;
-      int n = tmk_proto_put_zones(&w, zs, o.zones);
-      if (n != (int)o.zones) {
+      int n = tmk_proto_put_zones(&w, zs, nz);
+      if (n != (int)nz) {
         fprintf(stderr, "tmk-relay-synth: only %d of %u zones fit a packet; use fewer\n", n,
-                o.zones);
+                nz);
         return 1;
       }
       zones_sent += (uint64_t)n;

@@ -43,7 +43,7 @@ describe('JSON API (token required)', () => {
     const d = r.json.find((x) => x.id === s.id);
     assert.ok(d);
     for (const k of ['id', 'program', 'live', 'platform', 'arch', 'byte_order', 'pointer_size', 'stats']) assert.ok(k in d, k);
-    for (const k of ['records', 'lost', 'duplicated', 'malformed', 'dropped_by_agent']) assert.equal(typeof d.stats[k], 'number', k);
+    for (const k of ['records', 'lost', 'duplicated', 'malformed', 'dropped_by_agent', 'orphans']) assert.equal(typeof d.stats[k], 'number', k);
     assert.equal(d.live, true);
     assert.ok(d.stats.records > 0);
     isError(await post(relay, '/api/sessions', {}), 405);

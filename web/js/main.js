@@ -236,7 +236,7 @@ function refreshInfo() {
   $('facts').textContent = [s.program, s.build ? 'build ' + s.build : '', s.label, s.platform, s.arch, s.big_endian ? 'big-endian' : 'little-endian',
     s.pointer_size ? s.pointer_size * 8 + '-bit' : '', s.transport, s.source].filter(Boolean).join(' · ');
   const st = s.stats || {};
-  const rows = [['records', st.records], ['zones', st.zones], ['packets', st.packets], ['lost', st.lost, 1],
+  const rows = [['records', st.records], ['zones', st.zones], ['packets', st.packets], ['lost', st.lost, 1], ['orphans', st.orphans, 'lost'],
     ['duplicated', st.duplicated], ['reordered', st.reordered], ['malformed', st.malformed, 1],
     ['dropped by agent', st.dropped_by_agent, 'dropped'], ['evicted', st.evicted, 'evicted'],
     ['memory', st.mem_bytes !== undefined ? (st.mem_bytes / 1048576).toFixed(1) + ' MiB' : '']];

@@ -45,6 +45,11 @@ export class Notices {
         `<b>${n(st.lost)}</b> packets from the target never arrived (UDP loss between target and relay). ` +
         `Use the TCP transport, a quieter network, or a larger <code>--reorder-window</code> if they arrive late.`, 'lost');
     }
+    if (st.orphans > 0) {
+      this.set('orphans', st.orphans,
+        `<b>${n(st.orphans)}</b> zones were not kept because the packet holding their parent zone was lost: a zone is not shown without its parent. ` +
+        `Avoid the loss (TCP transport, quieter network, larger <code>--reorder-window</code>).`, 'lost');
+    }
   }
   // A GAP record of the live stream (docs/API.md, "Slow browsers").
   fromGap(g, fmt) {
