@@ -844,13 +844,36 @@ static int stored_parent_covers(const thread* t, uint32_t depth, uint64_t start,
   return 0;
 }
 
+/* Returns 1 when the latest zone stored on t at `depth` (paired markers aside, among its last
+ * ORPHAN_PARENT_SCAN zones) has no stored parent covering it: the thread has been storing
+ * children of a zone at depth - 1 that had not ended (a frame still running, or an outermost
+ * zone that never ends). */
+static int stored_sibling_unparented(const thread* t, uint32_t depth) {
+  const uint8_t d8 = (uint8_t)(depth > 255 ? 255 : depth);
+  const chunk* cs[2] = {t->zones.tail, t->zprev};
+  uint32_t left = ORPHAN_PARENT_SCAN;
+  for (int k = 0; k < 2 && cs[k] && left; k++) {
+    const chunk* c = cs[k];
+    const zrec* z = (const zrec*)(const void*)c->data;
+    for (uint32_t i = c->count; i-- > 0 && left; left--) {
+      if (z[i].depth != d8 || (z[i].flags & TMK_RELAY_ZONE_MARKER)) continue;
+      uint64_t s0 = c->base + (uint64_t)(int64_t)z[i].start_off;
+      uint64_t e0 = s0 + ((uint64_t)z[i].dur_lo | (uint64_t)z[i].dur_hi << 32);
+      return !stored_parent_covers(t, depth - 1, s0, e0);
+    }
+  }
+  return 0;
+}
+
 /* add_zones for a run that needs the orphan check: thread t's zones zs[0..n) from DATA packet
  * `seq`, which follows a gap (`gap`: packet seq - 1 was never stored) or continues a drop.
  * `first`: no zones of t came earlier in this packet. A run is a sequence of whole trees in
  * decode order (a parent after its children); a tree whose root has no parent in the packet and
  * sits at depth R > 0 is the continuation of a tree split across packets (§5.3) or the children
  * of a zone that has not ended yet. Right after a gap, the first such tree of the thread is
- * dropped unless the parent it continues is stored (it would have been in the packet before);
+ * dropped unless the parent it continues is stored (it would have been in the packet before)
+ * or the thread's latest stored zone at depth R had no stored parent either (the thread was
+ * already storing children of a zone that had not ended: this tree is taken for one more);
  * the trees that follow at depth >= R (in this packet, and at the start of the next ones) go
  * with it. Returns the number of zones stored or TMK_ENOMEM. */
 static int check_run(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t n, int gap,
@@ -870,7 +893,8 @@ static int check_run(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
       r = j;
     }
     if (zs[r].depth == 0 ||
-        stored_parent_covers(t, zs[r].depth - 1, zs[r].start, zs[r].start + zs[r].duration))
+        stored_parent_covers(t, zs[r].depth - 1, zs[r].start, zs[r].start + zs[r].duration) ||
+        stored_sibling_unparented(t, zs[r].depth))
       return add_zones(st, t, zs, n) == TMK_ENOMEM ? TMK_ENOMEM : (int)n;
     t->orphan_depth = zs[r].depth; /* dropped below, with what follows it at that depth */
     t->orphan_seq = seq;
