@@ -427,7 +427,7 @@ static void live_zone(tmk__store* st, uint32_t tid, uint64_t start, uint64_t dur
   it->zone.dur_ns = to_ns(st, start + dur) - it->zone.start_ns;
   it->zone.thread = tid;
   it->zone.site = site_id;
-  it->zone.depth = depth;
+  it->zone.depth = depth > 255 ? 255 : depth; /* as stored: live and stored views agree */
   it->zone.flags = flags;
 }
 

@@ -112,7 +112,7 @@ enum { TMK_RELAY_ZONE_MARKER = 1 }; /* the zone is a paired MARKER_BEGIN/END */
 typedef struct tmk_relay_zone {
   uint64_t start_ns, dur_ns;
   uint32_t thread, site;
-  uint32_t depth; /* capped at 255 by the store (the live ring carries it as decoded) */
+  uint32_t depth; /* capped at 255 by the store (the live stream carries the same) */
   uint32_t flags; /* TMK_RELAY_ZONE_* */
 } tmk_relay_zone;
 

@@ -864,7 +864,7 @@ static void test_store_orphans_chain_cap(void** state) {
   free(scratch);
 }
 
-/* Deeper than the store's 8-bit depth (255): a parent at depth 299 is stored at 255 and still
+/* Deeper than the store's 8-bit depth (255): a parent at depth 299 is stored (and streamed live) at 255 and still
  * found for children at 300 after a gap; one that does not cover them is not taken for it. */
 static void test_store_orphans_deep(void** state) {
   (void)state;
@@ -872,13 +872,22 @@ static void test_store_orphans_deep(void** state) {
   for (int covers = 0; covers < 2; covers++) {
     const tmk_proto_zone parent = {covers ? 1000 : 100, covers ? 1000 : 50, 5, 299};
     const tmk_proto_zone kids[] = {{1100, 100, 5, 300}, {1110, 10, 5, 301}, {1300, 100, 5, 300}};
-    tmk__store* st = tmk__store_new(1 << 20);
+    tmk__store* st = tmk__store_new(64 << 20); /* room for the live ring too */
+    uint64_t cur;
+    assert_int_equal(tmk__store_live_attach(st, &cur), 0);
     uint8_t pk[4096];
     size_t n = make_tree_packet(pk, sizeof pk, 0, &parent, 1);
     assert_int_equal(tmk__store_packet(st, pk, n, scratch), 1);
     n = make_tree_packet(pk, sizeof pk, 2, kids, 3); /* packet 1 lost */
     assert_int_equal(tmk__store_packet(st, pk, n, scratch), covers ? 3 : 0);
     assert_int_equal(orphans_of(st), covers ? 0 : 3);
+    /* the live stream carries the depth as stored (capped at 255), like every query */
+    tmk_relay_live_item items[8];
+    uint64_t skipped = 0;
+    int nlive = tmk__store_live_read(st, &cur, items, 8, &skipped);
+    assert_int_equal(nlive, covers ? 4 : 1);
+    for (int i = 0; i < nlive; i++) assert_int_equal(items[i].zone.depth, 255);
+    tmk__store_live_detach(st);
     tmk__store_free(st);
   }
   free(scratch);
