@@ -864,8 +864,9 @@ static void test_store_orphans_chain_cap(void** state) {
   free(scratch);
 }
 
-/* Deeper than the store's 8-bit depth (255): a parent at depth 299 is stored (and streamed live) at 255 and still
- * found for children at 300 after a gap; one that does not cover them is not taken for it. */
+/* Deeper than the store's 8-bit depth (255): a parent at depth 299 is stored (and streamed
+ * live) at 255 and still found for children at 300 after a gap; one that does not cover them is
+ * not taken for it. */
 static void test_store_orphans_deep(void** state) {
   (void)state;
   void* scratch = malloc(TMK_PROTO_MAX_BODY);
