@@ -1,9 +1,10 @@
 /* relay_clickhouse.c — the ClickHouse history sink (docs/CLICKHOUSE.md): session taps stage rows
- * into a batch on the loop thread (zones as the store's raw records, the rest as RowBinary);
- * sealed batches go to a bounded memory queue; the sink thread encodes the zones (sorted by the
- * table's key) and sends every table with an HTTP POST, spilling to a bounded directory when
- * ClickHouse is down or slow (and resending from it, also after a restart). Rows carry keys that
- * make a resent batch collapse in ReplacingMergeTree tables. Also the fixed history queries. */
+ * into a batch on the loop thread as RowBinary (zones as runs of the store's own records, which a
+ * materialized view in ClickHouse expands into `zones` rows); sealed batches go to a bounded
+ * memory queue; the sink thread sends every table with an HTTP POST, spilling to a bounded
+ * directory when ClickHouse is down or slow (and resending from it, also after a restart). Rows
+ * carry keys that make a resent batch collapse in ReplacingMergeTree tables. Also the fixed
+ * history queries. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -27,10 +28,14 @@
  * Tables (docs/CLICKHOUSE.md "Tables"). Every row starts with `day` (the session's UTC creation
  * date, the partition) and `session`. The ORDER BY of each table is its collapse key.
  * ============================================================================================= */
-enum { T_SESSIONS, T_SITES, T_THREADS, T_ZONES, T_FRAMES, T_PLOTS, T_MESSAGES, T_COUNT };
+enum {
+  T_SESSIONS, T_SITES, T_THREADS, T_ZONES, T_FRAMES, T_PLOTS, T_MESSAGES,
+  T_ZONE_RUNS, /* Null table: runs of zones, expanded into `zones` by the view below */
+  T_COUNT
+};
 
-static const char* const k_table[T_COUNT] = {"sessions", "sites",  "threads", "zones",
-                                             "frames",   "plots", "messages"};
+static const char* const k_table[T_COUNT] = {"sessions", "sites",    "threads",  "zones",
+                                             "frames",   "plots",    "messages", "zone_runs"};
 
 static const char* const k_ddl[T_COUNT] = {
     "(day Date, session UInt64, relay String, program String, build String, label String, "
@@ -56,7 +61,24 @@ static const char* const k_ddl[T_COUNT] = {
     "(day Date, session UInt64, n UInt64, thread UInt32, site UInt32, time_ns UInt64, "
     "severity UInt8, verbosity UInt32, text String) "
     "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, n)",
+    /* recs: the store's 16-byte zone records (relay_core.h tmk__tap_zrec, little-endian) of one
+     * thread; the zone recs[i] (i from 1) is row n0 + i - 1, starting at base + start_off ns */
+    "(day Date, session UInt64, thread UInt32, n0 UInt64, base UInt64, "
+    "recs Array(FixedString(16))) ENGINE = Null",
 };
+
+/* Expands every zone_runs row into its zones rows, inside ClickHouse (ARRAY JOIN): the same
+ * (session, site, n) keys and values the relay's own API gives, so resent runs collapse. Only
+ * runs whose ticks are ns go this way; the relay converts other timers' zones itself. */
+static const char k_zone_view[] =
+    "CREATE MATERIALIZED VIEW IF NOT EXISTS zones_from_runs TO zones AS SELECT day, session, "
+    "toUInt64(n0 + i - 1) AS n, thread, reinterpretAsUInt32(substring(r, 9, 4)) AS site, "
+    "base + toUInt64(reinterpretAsInt32(substring(r, 1, 4))) AS start_ns, "
+    "reinterpretAsUInt32(substring(r, 5, 4)) + "
+    "bitShiftLeft(toUInt64(reinterpretAsUInt16(substring(r, 13, 2))), 32) AS dur_ns, "
+    "reinterpretAsUInt8(substring(r, 15, 1)) AS depth, "
+    "toUInt8(bitAnd(reinterpretAsUInt8(substring(r, 16, 1)), 1)) AS marker "
+    "FROM zone_runs ARRAY JOIN recs AS r, arrayEnumerate(recs) AS i";
 
 /* =============================================================================================
  * Buffers and batches
@@ -105,50 +127,34 @@ static void put_str(chbuf* b, const char* s, size_t n) {
 }
 static void put_cstr(chbuf* b, const char* s) { put_str(b, s, strlen(s)); }
 
-/* Zones are staged raw (the store's 16-byte records, in runs behind a header) by the loop, and
- * encoded to RowBinary by the sink thread just before they are sent or spilled. */
-typedef struct zrun {
-  uint64_t sid, n0;   /* session, its row number n of the first zone */
-  uint64_t base;      /* ticks */
-  uint64_t freq;      /* 0: ticks are ns */
-  uint32_t thread, count;
-  uint16_t day;
-  uint8_t pad[6];
-} zrun; /* then count tmk__tap_zrec */
+/* Zones whose ticks are ns (every run with freq 0 or 1 GHz) are staged as `zone_runs` rows:
+ * a header, then the store's records exactly as the tap hands them over (one memcpy; ClickHouse
+ * decodes them, k_zone_view). Zones of other timers are converted here into `zones` rows. */
+_Static_assert(sizeof(tmk__tap_zrec) == 16 && offsetof(tmk__tap_zrec, dur_lo) == 4 &&
+                   offsetof(tmk__tap_zrec, site) == 8 && offsetof(tmk__tap_zrec, dur_hi) == 12 &&
+                   offsetof(tmk__tap_zrec, depth) == 14 && offsetof(tmk__tap_zrec, flags) == 15,
+               "k_zone_view reads tmk__tap_zrec at these offsets");
+_Static_assert(TMK_RELAY_ZONE_MARKER == 1, "k_zone_view tests bit 0 of flags");
 
-#define ZONE_ROW 44             /* bytes of one zones row in RowBinary */
-#define ZONE_PIECE (256u << 10) /* spill files get zones encoded in pieces this big */
+#define ZONE_ROW 44 /* bytes of one zones row in RowBinary; batches are sized in these */
+#define RUN_HEAD 41 /* most bytes of a zone_runs row before its records (5-byte count) */
 
-/* Encoder state over a batch's raw zone runs. */
-typedef struct zenc {
-  const uint8_t* raw;
-  size_t len, i; /* i: next byte of raw to read */
-  zrun h;        /* the current run */
-  uint32_t k;    /* zones of it already encoded */
-} zenc;
+/* ticks are ns: no conversion */
+static inline int run_exact(uint64_t freq) { return freq == 0 || freq == 1000000000ull; }
 
-static void zenc_init(zenc* e, const uint8_t* raw, size_t len) {
-  memset(e, 0, sizeof *e);
-  e->raw = raw;
-  e->len = len;
-}
-
-/* One zones row (ZONE_ROW bytes) at p: straight stores, no branches but the tick conversion. */
-static inline void put_zone_row(uint8_t* p, const zrun* h, const uint8_t* rec, uint64_t n,
-                                int exact) {
+/* One zones row (ZONE_ROW bytes) at p, converting ticks to ns with freq. */
+static void put_zone_row(uint8_t* p, uint16_t day, uint64_t sid, uint32_t thread, uint64_t base,
+                         uint64_t freq, const uint8_t* rec, uint64_t n) {
   tmk__tap_zrec r;
   memcpy(&r, rec, sizeof r);
-  uint64_t start = h->base + (uint64_t)(int64_t)r.start_off;
+  uint64_t start = base + (uint64_t)(int64_t)r.start_off;
   uint64_t dur = r.dur_lo | (uint64_t)r.dur_hi << 32;
-  uint64_t start_ns = start, dur_ns = dur;
-  if (!exact) {
-    start_ns = tmk_proto_ticks_to_ns(start, h->freq);
-    dur_ns = tmk_proto_ticks_to_ns(start + dur, h->freq) - start_ns;
-  }
-  memcpy(p, &h->day, 2);
-  memcpy(p + 2, &h->sid, 8);
+  uint64_t start_ns = tmk_proto_ticks_to_ns(start, freq);
+  uint64_t dur_ns = tmk_proto_ticks_to_ns(start + dur, freq) - start_ns;
+  memcpy(p, &day, 2);
+  memcpy(p + 2, &sid, 8);
   memcpy(p + 10, &n, 8);
-  memcpy(p + 18, &h->thread, 4);
+  memcpy(p + 18, &thread, 4);
   memcpy(p + 22, &r.site, 4);
   memcpy(p + 26, &start_ns, 8);
   memcpy(p + 34, &dur_ns, 8);
@@ -156,120 +162,9 @@ static inline void put_zone_row(uint8_t* p, const zrun* h, const uint8_t* rec, u
   p[43] = (uint8_t)(r.flags & TMK_RELAY_ZONE_MARKER ? 1 : 0);
 }
 
-/* ticks are ns: no conversion */
-static inline int run_exact(const zrun* h) { return h->freq == 0 || h->freq == 1000000000ull; }
-
-/* Encodes the next zones as RowBinary rows into out (room for cap bytes), in staging order.
- * Returns the bytes written, 0 when every zone is. */
-static size_t zenc_next(zenc* e, uint8_t* out, size_t cap) {
-  uint8_t* p = out;
-  size_t room = cap / ZONE_ROW;
-  while (room) {
-    if (e->k == e->h.count) {
-      if (e->i + sizeof(zrun) > e->len) break;
-      memcpy(&e->h, e->raw + e->i, sizeof e->h);
-      e->i += sizeof e->h;
-      e->k = 0;
-      continue;
-    }
-    uint32_t m = e->h.count - e->k;
-    if (m > room) m = (uint32_t)room;
-    const uint8_t* z = e->raw + e->i;
-    const zrun h = e->h;
-    uint64_t n = h.n0 + e->k;
-    int exact = run_exact(&h);
-    for (uint32_t k = 0; k < m; k++, z += sizeof(tmk__tap_zrec), p += ZONE_ROW, n++)
-      put_zone_row(p, &h, z, n, exact);
-    e->i += (size_t)m * sizeof(tmk__tap_zrec);
-    e->k += m;
-    room -= m;
-  }
-  return (size_t)(p - out);
-}
-
-/* Sorting a batch's zones by (session, site, n) — the tables' ORDER BY — before they are sent:
- * ClickHouse then skips its own sort of the inserted block, which is most of its INSERT cost
- * (18.16, measured: 2.1 M rows/s unsorted, 4.7 M rows/s sorted, one INSERT at a time). A
- * counting sort: each zone's (session, site) bucket is found once in a hash table (pass 1),
- * buckets are ordered, and the rows are encoded straight into their final place (pass 2). */
-typedef struct zsort {
-  struct zkey {
-    uint64_t sid;
-    uint32_t site, id; /* id: bucket, UINT32_MAX = empty */
-  } * tab;
-  uint32_t tcap, nb;   /* table size (power of two), buckets */
-  struct zbucket {
-    uint64_t sid;
-    uint32_t site, count; /* count, then the next row's place */
-  } * bk;
-  uint32_t bcap;
-  struct zkey* rank; /* buckets in (sid, site) order */
-  uint32_t* order; /* bucket of each zone, in staging order */
-  size_t ocap;
-} zsort;
-
-static inline uint32_t zkey_hash(uint64_t sid, uint32_t site) {
-  uint64_t h = (sid ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull)) * 0xC2B2AE3D27D4EB4Full;
-  return (uint32_t)(h >> 32);
-}
-
-static int zsort_grow(zsort* z) {
-  uint32_t ncap = z->tcap ? z->tcap * 2 : 1024;
-  struct zkey* nt = malloc((size_t)ncap * sizeof *nt);
-  if (!nt) return -1;
-  for (uint32_t i = 0; i < ncap; i++) nt[i].id = UINT32_MAX;
-  for (uint32_t i = 0; i < z->tcap; i++) {
-    if (z->tab[i].id == UINT32_MAX) continue;
-    uint32_t h = zkey_hash(z->tab[i].sid, z->tab[i].site) & (ncap - 1);
-    while (nt[h].id != UINT32_MAX) h = (h + 1) & (ncap - 1);
-    nt[h] = z->tab[i];
-  }
-  free(z->tab);
-  z->tab = nt;
-  z->tcap = ncap;
-  return 0;
-}
-
-/* The bucket of (sid, site), made if new. UINT32_MAX when out of memory. */
-static inline uint32_t zsort_bucket(zsort* z, uint64_t sid, uint32_t site) {
-  uint32_t h = zkey_hash(sid, site) & (z->tcap - 1);
-  for (;;) {
-    struct zkey* e = &z->tab[h];
-    if (e->id == UINT32_MAX) break;
-    if (e->sid == sid && e->site == site) return e->id;
-    h = (h + 1) & (z->tcap - 1);
-  }
-  if ((z->nb + 1) * 2 > z->tcap || z->nb == z->bcap) {
-    if (z->nb == z->bcap) {
-      uint32_t nc = z->bcap ? z->bcap * 2 : 1024;
-      struct zbucket* nb = realloc(z->bk, (size_t)nc * sizeof *nb);
-      if (!nb) return UINT32_MAX;
-      z->bk = nb;
-      z->bcap = nc;
-    }
-    if ((z->nb + 1) * 2 > z->tcap && zsort_grow(z)) return UINT32_MAX;
-    return zsort_bucket(z, sid, site);
-  }
-  z->tab[h].sid = sid;
-  z->tab[h].site = site;
-  z->tab[h].id = z->nb;
-  z->bk[z->nb].sid = sid;
-  z->bk[z->nb].site = site;
-  z->bk[z->nb].count = 0;
-  return z->nb++;
-}
-
-static int zkey_cmp(const void* a, const void* b) {
-  const struct zkey* x = a;
-  const struct zkey* y = b;
-  if (x->sid != y->sid) return x->sid < y->sid ? -1 : 1;
-  return x->site < y->site ? -1 : x->site > y->site;
-}
-
 typedef struct batch {
-  chbuf seg[T_COUNT]; /* RowBinary rows per table; zones only when read back from a spill file */
-  chbuf zraw;         /* zones staged by the loop, not encoded yet (rows[T_ZONES] of them) */
-  uint32_t rows[T_COUNT];
+  chbuf seg[T_COUNT]; /* RowBinary rows per table */
+  uint32_t rows[T_COUNT]; /* rows each table gets (zone_runs: the zones rows they make) */
   uint32_t done;       /* bit per table: already accepted by ClickHouse */
   uint64_t first_ms;   /* when its first row was staged */
   uint64_t total_rows;
@@ -281,89 +176,19 @@ typedef struct batch {
 static void batch_free(batch* b) {
   if (!b) return;
   for (int t = 0; t < T_COUNT; t++) free(b->seg[t].p);
-  free(b->zraw.p);
   free(b);
 }
 
 /* Bytes the batch holds in memory. */
 static size_t batch_bytes(const batch* b) {
-  size_t n = b->zraw.len;
+  size_t n = 0;
   for (int t = 0; t < T_COUNT; t++) n += b->seg[t].len;
   return n;
 }
 
-/* The raw zones of table t to encode, or NULL when its RowBinary rows are in its segment. */
-static int table_raw(const batch* b, int t) { return t == T_ZONES && b->zraw.len; }
-
-/* Bytes of table t's RowBinary rows. */
-static size_t table_len(const batch* b, int t) {
-  return table_raw(b, t) ? (size_t)b->rows[T_ZONES] * ZONE_ROW : b->seg[t].len;
-}
-
-/* Encodes all raw zones of the batch into out, sorted by (session, site, n). Returns the bytes
- * written (rows * ZONE_ROW), 0 when out of memory. [sink thread] */
-static size_t encode_sorted(zsort* z, const batch* b, chbuf* out) {
-  size_t rows = b->rows[T_ZONES];
-  const uint8_t* raw = b->zraw.p;
-  size_t len = b->zraw.len;
-  out->len = 0;
-  if (!buf_room(out, rows * ZONE_ROW)) return 0;
-  if (z->ocap < rows) {
-    uint32_t* no = realloc(z->order, rows * sizeof *no);
-    if (!no) return 0;
-    z->order = no;
-    z->ocap = rows;
-  }
-  if (!z->tcap && zsort_grow(z)) return 0;
-  for (uint32_t i = 0; i < z->tcap; i++) z->tab[i].id = UINT32_MAX;
-  z->nb = 0;
-  /* pass 1: the bucket of every zone, and the buckets' sizes */
-  size_t j = 0;
-  for (size_t i = 0; i + sizeof(zrun) <= len;) {
-    zrun h;
-    memcpy(&h, raw + i, sizeof h);
-    i += sizeof h;
-    if (h.count > rows - j) return 0; /* cannot happen: rows counts every staged zone */
-    for (uint32_t k = 0; k < h.count; k++, i += sizeof(tmk__tap_zrec)) {
-      uint32_t site;
-      memcpy(&site, raw + i + offsetof(tmk__tap_zrec, site), 4);
-      uint32_t id = zsort_bucket(z, h.sid, site);
-      if (id == UINT32_MAX) return 0;
-      z->bk[id].count++;
-      z->order[j++] = id;
-    }
-  }
-  if (j != rows) return 0;
-  /* buckets in key order; each one's count becomes its first row's place */
-  struct zkey* nr = realloc(z->rank, (size_t)(z->nb ? z->nb : 1) * sizeof *nr);
-  if (!nr) return 0;
-  z->rank = nr;
-  for (uint32_t i = 0; i < z->nb; i++) {
-    z->rank[i].sid = z->bk[i].sid;
-    z->rank[i].site = z->bk[i].site;
-    z->rank[i].id = i;
-  }
-  qsort(z->rank, z->nb, sizeof *z->rank, zkey_cmp);
-  uint32_t at = 0;
-  for (uint32_t r = 0; r < z->nb; r++) {
-    struct zbucket* bk = &z->bk[z->rank[r].id];
-    uint32_t c = bk->count;
-    bk->count = at;
-    at += c;
-  }
-  /* pass 2: every row straight into its place (n grows within a bucket: staging order) */
-  j = 0;
-  for (size_t i = 0; i + sizeof(zrun) <= len;) {
-    zrun h;
-    memcpy(&h, raw + i, sizeof h);
-    i += sizeof h;
-    int exact = run_exact(&h);
-    for (uint32_t k = 0; k < h.count; k++, i += sizeof(tmk__tap_zrec), j++)
-      put_zone_row(out->p + (size_t)z->bk[z->order[j]].count++ * ZONE_ROW, &h, raw + i,
-                   h.n0 + k, exact);
-  }
-  out->len = rows * ZONE_ROW;
-  return out->len;
+/* Zones rows the batch makes, either way. */
+static uint64_t batch_zones(const batch* b) {
+  return (uint64_t)b->rows[T_ZONES] + b->rows[T_ZONE_RUNS];
 }
 
 /* =============================================================================================
@@ -412,9 +237,6 @@ struct tmk__ch {
   tmk__ch_stats st;
   batch* pool; /* sent batches kept for reuse: their pages stay mapped (no page faults) */
   uint32_t npool;
-  /* [sink thread] zones encoded for the request being sent (reused: no page faults) */
-  chbuf enc;
-  zsort zs;
   pthread_t thread;
   int thread_started;
 };
@@ -440,8 +262,6 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
     b->seg[t].oom = 0;
     b->rows[t] = 0;
   }
-  b->zraw.len = 0;
-  b->zraw.oom = 0;
   b->done = 0;
   b->total_rows = 0;
   b->bytes = 0;
@@ -705,13 +525,14 @@ static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t b
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Spill files: "TMKCH001", then per table: u8 table, u32 rows, u32 bytes, bytes; then a
- * CRC-32C of everything before it. Written to NAME.tmp and renamed, so a file is whole or absent.
+ * Spill files: "TMKCH002", then per table: u8 table (T_*), u32 rows, u32 bytes, RowBinary rows;
+ * then a CRC-32C of everything before it. Written to NAME.tmp and renamed, so a file is whole or
+ * absent. "TMKCH001" files (relays before zone_runs: tables 0..6 only) are read the same way.
  * ------------------------------------------------------------------------------------------- */
-#define SPILL_MAGIC "TMKCH001"
+#define SPILL_MAGIC "TMKCH002"
+#define SPILL_MAGIC_V1 "TMKCH001"
 
-static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int sync,
-                       chbuf* enc) {
+static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int sync) {
   char tmp[620];
   snprintf(b->path, sizeof b->path, "%s/%020llu-%06llu.tmkch", ch->spill_dir,
            (unsigned long long)tmk__unix_ns(), (unsigned long long)(seq % 1000000));
@@ -727,26 +548,13 @@ static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int 
   for (int t = 0; t < T_COUNT && ok; t++) {
     if (!b->rows[t] || (b->done & (1u << t))) continue;
     uint8_t hd[9];
-    uint32_t n = (uint32_t)table_len(b, t);
+    uint32_t n = (uint32_t)b->seg[t].len;
     hd[0] = (uint8_t)t;
     memcpy(hd + 1, &b->rows[t], 4);
     memcpy(hd + 5, &n, 4);
     crc = tmk__crc32c(crc, hd, 9);
-    ok = write(fd, hd, 9) == 9;
-    if (!table_raw(b, t)) {
-      crc = tmk__crc32c(crc, b->seg[t].p, n);
-      ok = ok && write(fd, b->seg[t].p, n) == (ssize_t)n;
-    } else if (ok && !buf_room(enc, ZONE_PIECE)) {
-      ok = 0;
-    } else if (ok) {
-      zenc e;
-      zenc_init(&e, b->zraw.p, b->zraw.len);
-      size_t k;
-      while (ok && (k = zenc_next(&e, enc->p, ZONE_PIECE)) > 0) {
-        crc = tmk__crc32c(crc, enc->p, k);
-        ok = write(fd, enc->p, k) == (ssize_t)k;
-      }
-    }
+    crc = tmk__crc32c(crc, b->seg[t].p, n);
+    ok = write(fd, hd, 9) == 9 && write(fd, b->seg[t].p, n) == (ssize_t)n;
     *size += 9 + (uint64_t)n;
   }
   ok = ok && write(fd, &crc, 4) == 4 && (!sync || fdatasync(fd) == 0);
@@ -759,7 +567,9 @@ static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int 
   return 0;
 }
 
-static batch* spill_read(const char* path) {
+/* The batch in a spill file, or NULL with why ("" when the file cannot be read at all). */
+static batch* spill_read(const char* path, const char** why) {
+  *why = "";
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
   struct stat sb;
@@ -771,7 +581,11 @@ static batch* spill_read(const char* path) {
   size_t n = (size_t)sb.st_size;
   uint32_t crc;
   memcpy(&crc, d + n - 4, 4);
-  if (memcmp(d, SPILL_MAGIC, 8) != 0 || tmk__crc32c(0, d, n - 4) != crc) goto out;
+  int v1 = memcmp(d, SPILL_MAGIC_V1, 8) == 0;
+  *why = "is not a spill file of a format this relay reads (TMKCH001, TMKCH002)";
+  if (!v1 && memcmp(d, SPILL_MAGIC, 8) != 0) goto out;
+  *why = "is corrupt (checksum or framing)";
+  if (tmk__crc32c(0, d, n - 4) != crc) goto out;
   b = calloc(1, sizeof *b);
   if (!b) goto out;
   size_t i = 8;
@@ -781,7 +595,7 @@ static batch* spill_read(const char* path) {
     memcpy(&rows, d + i + 1, 4);
     memcpy(&len, d + i + 5, 4);
     i += 9;
-    if (t >= T_COUNT || len > n - 4 - i || b->rows[t]) {
+    if (t >= (v1 ? T_ZONE_RUNS : T_COUNT) || len > n - 4 - i || b->rows[t]) {
       batch_free(b);
       b = NULL;
       goto out;
@@ -870,6 +684,8 @@ static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
   if (rc == 0 && type.len >= 6 && memcmp(type.p, "UInt16", 6) == 0)
     rc = http_post(ch, "ALTER TABLE zones MODIFY COLUMN depth UInt8", NULL, 0, NULL, 0, err, ecap);
   free(type.p);
+  /* the view that turns zone_runs into zones rows; databases of earlier relays get it here */
+  if (rc == 0) rc = http_post(ch, k_zone_view, NULL, 0, NULL, 0, err, ecap);
   return rc ? -1 : 0;
 }
 
@@ -879,16 +695,8 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     if (!b->rows[t] || (b->done & (1u << t))) continue;
     char sql[96];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
-    size_t len = table_len(b, t);
-    const uint8_t* body = b->seg[t].p;
-    if (table_raw(b, t)) {
-      if (encode_sorted(&ch->zs, b, &ch->enc) != len) {
-        snprintf(err, ecap, "out of memory encoding a batch");
-        return -1;
-      }
-      body = ch->enc.p;
-    }
-    if (http_post(ch, sql, body, len, NULL, 0, err, ecap)) return -1;
+    size_t len = b->seg[t].len;
+    if (http_post(ch, sql, b->seg[t].p, len, NULL, 0, err, ecap)) return -1;
     b->done |= 1u << t;
     pthread_mutex_lock(&ch->mu);
     ch->st.rows_sent += b->rows[t];
@@ -903,13 +711,11 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
  * (a process crash keeps it, a power loss may not) so that ingest never waits for the disk. */
 static void spill_or_drop_locked(tmk__ch* ch, batch* b, int sync) {
   uint64_t seq = ++ch->spill_seq;
-  size_t sz = b->bytes - b->zraw.len + (size_t)b->rows[T_ZONES] * ZONE_ROW + 64;
+  size_t sz = b->bytes + 64;
   if (ch->disk_bytes + sz <= ch->spill_max) {
     pthread_mutex_unlock(&ch->mu);
     uint64_t written = 0;
-    chbuf loop_tmp = {0}; /* the loop's rare spill encodes zones into its own buffer */
-    int rc = spill_write(ch, b, seq, &written, sync, sync ? &ch->enc : &loop_tmp);
-    free(loop_tmp.p);
+    int rc = spill_write(ch, b, seq, &written, sync);
     pthread_mutex_lock(&ch->mu);
     if (rc == 0) {
       ch->disk_batches++;
@@ -998,15 +804,18 @@ static void* sink_main(void* arg) {
           ch->disk_bytes = 0;
           continue;
         }
-        b = spill_read(path);
+        const char* why;
+        b = spill_read(path, &why);
         if (!b) {
           struct stat sb;
           uint64_t sz = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
           char bad[1200];
           snprintf(bad, sizeof bad, "%s.bad", path);
           rename(path, bad);
-          set_error(ch, "spill file %s is corrupt; renamed to .bad%s", path, "");
+          set_error(ch, "spill file %s %s; renamed to .bad", path,
+                    why[0] ? why : "cannot be read");
           pthread_mutex_lock(&ch->mu);
+          tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s", ch->st.last_error);
           ch->disk_batches--;
           ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
           continue;
@@ -1077,9 +886,9 @@ static batch* stage(tmk__ch* ch) {
     ch->stage = b ? b : calloc(1, sizeof *ch->stage);
     if (!ch->stage) return NULL;
     ch->stage->first_ms = mono_ms();
-    /* room for a full batch of zones (16 bytes + run headers each) up front: no reallocs
-     * (2 MiB-aligned buffers, for transparent huge pages, were tried: docs/SCALE.md) */
-    buf_room(&ch->stage->zraw, ch->batch_bytes / ZONE_ROW * 20 + 65536);
+    /* room for a full batch of zone runs up front: no reallocs (untouched pages cost nothing;
+     * 2 MiB-aligned buffers, for transparent huge pages, were tried: docs/SCALE.md) */
+    buf_room(&ch->stage->seg[T_ZONE_RUNS], ch->batch_bytes + 65536);
   }
   return ch->stage;
 }
@@ -1089,7 +898,7 @@ static void seal(tmk__ch* ch) {
   if (!b) return;
   ch->stage = NULL;
   b->bytes = batch_bytes(b);
-  int oom = b->zraw.oom;
+  int oom = 0;
   for (int t = 0; t < T_COUNT; t++) oom |= b->seg[t].oom;
   pthread_mutex_lock(&ch->mu);
   if (oom) {
@@ -1125,33 +934,46 @@ static inline void after_row(tmk__ch* ch, batch* b, int table) {
   if (b->seg[table].len >= ch->batch_bytes) seal(ch);
 }
 
-/* [loop] A run of zones: copied raw behind a header; the sink thread encodes them. */
+/* [loop] A run of zones of one thread: a zone_runs row (header + the store's records, one
+ * memcpy) when its ticks are ns, else zones rows converted here. */
 static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
                       uint32_t n) {
   tmk__ch_sess* cs = ud;
   tmk__ch* ch = cs->ch;
   batch* b = stage(ch);
-  if (!b) return;
-  b->rows[T_ZONES] += n;
-  b->total_rows += n;
-  zrun h;
-  memset(&h, 0, sizeof h);
-  h.sid = cs->sid;
-  h.n0 = cs->zones;
-  h.base = base;
-  h.freq = freq;
-  h.thread = thread;
-  h.count = n;
-  h.day = cs->day;
+  if (!b || n == 0) return;
+  uint64_t n0 = cs->zones;
   cs->zones += n;
-  chbuf* o = &b->zraw;
-  size_t need = sizeof h + (size_t)n * sizeof(tmk__tap_zrec);
-  if (buf_room(o, need)) { /* else counted as dropped when sealed */
-    memcpy(o->p + o->len, &h, sizeof h);
-    memcpy(o->p + o->len + sizeof h, recs, (size_t)n * sizeof(tmk__tap_zrec));
-    o->len += need;
+  b->total_rows += n;
+  if (run_exact(freq)) {
+    b->rows[T_ZONE_RUNS] += n;
+    chbuf* o = &b->seg[T_ZONE_RUNS];
+    size_t rec_bytes = (size_t)n * sizeof(tmk__tap_zrec);
+    if (buf_room(o, RUN_HEAD + rec_bytes)) { /* else counted as dropped when sealed */
+      uint8_t* p = o->p + o->len;
+      memcpy(p, &cs->day, 2);
+      memcpy(p + 2, &cs->sid, 8);
+      memcpy(p + 10, &thread, 4);
+      memcpy(p + 14, &n0, 8);
+      memcpy(p + 22, &base, 8);
+      p += 30;
+      uint32_t x = n;
+      for (; x > 0x7f; x >>= 7) *p++ = (uint8_t)(x | 0x80);
+      *p++ = (uint8_t)x;
+      memcpy(p, recs, rec_bytes);
+      o->len = (size_t)(p + rec_bytes - o->p);
+    }
+  } else {
+    b->rows[T_ZONES] += n;
+    chbuf* o = &b->seg[T_ZONES];
+    if (buf_room(o, (size_t)n * ZONE_ROW)) {
+      const uint8_t* r = recs;
+      for (uint32_t k = 0; k < n; k++, r += sizeof(tmk__tap_zrec), o->len += ZONE_ROW)
+        put_zone_row(o->p + o->len, cs->day, cs->sid, thread, base, freq, r, n0 + k);
+    }
   }
-  if ((uint64_t)b->rows[T_ZONES] * ZONE_ROW >= ch->batch_bytes || o->len >= ch->batch_bytes)
+  if (batch_zones(b) * ZONE_ROW >= ch->batch_bytes || b->seg[T_ZONE_RUNS].len >= ch->batch_bytes ||
+      b->seg[T_ZONES].len >= ch->batch_bytes)
     seal(ch);
 }
 
@@ -1393,11 +1215,6 @@ void tmk__ch_free(tmk__ch* ch) {
     pthread_join(ch->thread, NULL);
   }
   batch_free(ch->stage);
-  free(ch->enc.p);
-  free(ch->zs.tab);
-  free(ch->zs.bk);
-  free(ch->zs.rank);
-  free(ch->zs.order);
   while (ch->pool) {
     batch* b = ch->pool;
     ch->pool = b->next;
