@@ -5,6 +5,7 @@
  * directory when ClickHouse is down or slow (and resending from it, also after a restart). Rows
  * carry keys that make a resent batch collapse in ReplacingMergeTree tables. Also the fixed
  * history queries. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, madvise */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -62,14 +64,20 @@ static const char* const k_ddl[T_COUNT] = {
     "severity UInt8, verbosity UInt32, text String) "
     "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, n)",
     /* recs: the store's 16-byte zone records (relay_core.h tmk__tap_zrec, little-endian) of one
-     * thread; the zone recs[i] (i from 1) is row n0 + i - 1, starting at base + start_off ns */
-    "(day Date, session UInt64, thread UInt32, n0 UInt64, base UInt64, "
+     * thread; the zone recs[i] (i from 1) is row n0 + i - 1, starting at base + start_off ns;
+     * rank: the session's place among the INSERT's sessions in id order (zone_order) */
+    "(day Date, session UInt64, rank UInt8, thread UInt32, n0 UInt64, base UInt64, "
     "recs Array(FixedString(16))) ENGINE = Null",
 };
 
 /* Expands every zone_runs row into its zones rows, inside ClickHouse (ARRAY JOIN): the same
  * (session, site, n) keys and values the relay's own API gives, so resent runs collapse. Only
- * runs whose ticks are ns go this way; the relay converts other timers' zones itself. */
+ * runs whose ticks are ns go this way; the relay converts other timers' zones itself.
+ * The ORDER BY hands `zones` its rows sorted by its key (session, site, n), so that MergeTree
+ * skips its own sort, several times slower on 18.16 (a comparison per column per pair): one
+ * UInt64 made of rank (8 bits), site (20) and n (36) sorts as that key when every session of
+ * the INSERT has a rank of its own, sites are < 2^20 and n does not cross a multiple of 2^36;
+ * otherwise the block is merely not sorted and MergeTree sorts it (docs/CLICKHOUSE.md). */
 static const char k_zone_view[] =
     "CREATE MATERIALIZED VIEW IF NOT EXISTS zones_from_runs TO zones AS SELECT day, session, "
     "toUInt64(n0 + i - 1) AS n, thread, reinterpretAsUInt32(substring(r, 9, 4)) AS site, "
@@ -78,7 +86,9 @@ static const char k_zone_view[] =
     "bitShiftLeft(toUInt64(reinterpretAsUInt16(substring(r, 13, 2))), 32) AS dur_ns, "
     "reinterpretAsUInt8(substring(r, 15, 1)) AS depth, "
     "toUInt8(bitAnd(reinterpretAsUInt8(substring(r, 16, 1)), 1)) AS marker "
-    "FROM zone_runs ARRAY JOIN recs AS r, arrayEnumerate(recs) AS i";
+    "FROM zone_runs ARRAY JOIN recs AS r, arrayEnumerate(recs) AS i "
+    "ORDER BY bitOr(bitOr(bitShiftLeft(toUInt64(rank), 56), "
+    "bitShiftLeft(bitAnd(toUInt64(site), 1048575), 36)), bitAnd(n, 68719476735))";
 
 /* =============================================================================================
  * Buffers and batches
@@ -87,21 +97,62 @@ typedef struct chbuf {
   uint8_t* p;
   size_t len, cap;
   int oom;
+  size_t mapped; /* > 0: p is an mmap of cap bytes, of which the first `mapped` are populated */
 } chbuf;
+
+static void buf_free(chbuf* b) {
+  if (b->mapped) munmap(b->p, b->cap);
+  else free(b->p);
+  memset(b, 0, sizeof *b);
+}
 
 static int buf_room(chbuf* b, size_t n) {
   if (b->len + n <= b->cap) return 1;
   if (b->oom) return 0;
   size_t ncap = b->cap ? b->cap * 2 : 65536;
   while (ncap < b->len + n) ncap *= 2;
-  uint8_t* np = realloc(b->p, ncap);
+  uint8_t* np = b->mapped ? malloc(ncap) : realloc(b->p, ncap);
   if (!np) {
     b->oom = 1;
     return 0;
   }
+  if (b->mapped) { /* outgrown (one huge run): an ordinary buffer from here on */
+    memcpy(np, b->p, b->len);
+    munmap(b->p, b->cap);
+    b->mapped = 0;
+  }
   b->p = np;
   b->cap = ncap;
   return 1;
+}
+
+/* The staging buffer of zone runs: reserved whole, its pages populated by the kernel a window at
+ * a time ahead of the writes (MADV_POPULATE_WRITE, Linux 5.14; elsewhere pages fault in as they
+ * are written) instead of one page fault per 4 KiB on the loop thread (docs/SCALE.md). */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define POPULATE_STEP ((size_t)256 << 10)
+
+static int buf_map(chbuf* b, size_t cap) {
+  cap = (cap + 4095) & ~(size_t)4095;
+  void* m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return 0;
+  b->p = m;
+  b->cap = cap;
+  b->len = 0;
+  b->mapped = 1; /* nothing populated yet; 1 keeps it nonzero */
+  return 1;
+}
+
+/* Populates b's pages up to len + n (a window ahead), if b is mapped. */
+static inline void buf_populate(chbuf* b, size_t n) {
+  if (!b->mapped || b->len + n <= b->mapped) return;
+  size_t from = b->mapped & ~(size_t)4095;
+  size_t to = (b->len + n + POPULATE_STEP) & ~(POPULATE_STEP - 1);
+  if (to > b->cap) to = b->cap;
+  if (to > from) madvise(b->p + from, to - from, MADV_POPULATE_WRITE);
+  b->mapped = to;
 }
 static inline void put(chbuf* b, const void* v, size_t n) {
   if (!buf_room(b, n)) return;
@@ -137,7 +188,8 @@ _Static_assert(sizeof(tmk__tap_zrec) == 16 && offsetof(tmk__tap_zrec, dur_lo) ==
 _Static_assert(TMK_RELAY_ZONE_MARKER == 1, "k_zone_view tests bit 0 of flags");
 
 #define ZONE_ROW 44 /* bytes of one zones row in RowBinary; batches are sized in these */
-#define RUN_HEAD 41 /* most bytes of a zone_runs row before its records (5-byte count) */
+#define RUN_FIXED 31 /* bytes of a zone_runs row before its record count */
+#define RUN_HEAD 36  /* most bytes of a zone_runs row before its records (5-byte count) */
 
 /* ticks are ns: no conversion */
 static inline int run_exact(uint64_t freq) { return freq == 0 || freq == 1000000000ull; }
@@ -175,7 +227,7 @@ typedef struct batch {
 
 static void batch_free(batch* b) {
   if (!b) return;
-  for (int t = 0; t < T_COUNT; t++) free(b->seg[t].p);
+  for (int t = 0; t < T_COUNT; t++) buf_free(&b->seg[t]);
   free(b);
 }
 
@@ -689,6 +741,68 @@ static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
   return rc ? -1 : 0;
 }
 
+/* Walks the zone_runs rows in p: calls fn on the session id and rank byte of each. Returns -1
+ * when the rows do not parse (then they are sent as they are; ClickHouse judges them). */
+static int each_run(uint8_t* p, size_t len, void (*fn)(void*, uint64_t, uint8_t*), void* ud) {
+  size_t i = 0;
+  while (i < len) {
+    if (len - i < RUN_FIXED + 1) return -1;
+    uint64_t sid, count = 0;
+    memcpy(&sid, p + i + 2, 8);
+    uint8_t* rank = p + i + 10;
+    size_t j = i + RUN_FIXED;
+    for (int shift = 0;; shift += 7) {
+      if (j >= len || shift > 28) return -1;
+      count |= (uint64_t)(p[j] & 0x7f) << shift;
+      if (!(p[j++] & 0x80)) break;
+    }
+    if (count > (len - j) / sizeof(tmk__tap_zrec)) return -1;
+    fn(ud, sid, rank);
+    i = j + (size_t)count * sizeof(tmk__tap_zrec);
+  }
+  return 0;
+}
+
+typedef struct zorder {
+  uint64_t sid[256]; /* the sessions of the INSERT, in id order once sorted (at most 256) */
+  uint32_t n;        /* beyond 256 sessions the rest get rank 255: not sorted, still right */
+} zorder;
+
+static void zorder_add(void* ud, uint64_t sid, uint8_t* rank) {
+  zorder* z = ud;
+  (void)rank;
+  if (z->n && z->sid[z->n - 1] == sid) return; /* runs of one session come in streaks */
+  for (uint32_t k = 0; k < z->n; k++)
+    if (z->sid[k] == sid) return;
+  if (z->n < 256) z->sid[z->n++] = sid;
+}
+
+static int u64_cmp(const void* a, const void* b) {
+  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
+  return x < y ? -1 : x > y;
+}
+
+static void zorder_set(void* ud, uint64_t sid, uint8_t* rank) {
+  const zorder* z = ud;
+  uint32_t lo = 0, hi = z->n;
+  while (lo < hi) { /* binary search: sid[] is sorted */
+    uint32_t mid = (lo + hi) / 2;
+    if (z->sid[mid] < sid) lo = mid + 1;
+    else hi = mid;
+  }
+  *rank = (uint8_t)(lo < z->n && z->sid[lo] == sid ? lo : 255);
+}
+
+/* Gives every zone_runs row its session's rank in id order (k_zone_view's ORDER BY): a walk
+ * over the run headers, nothing per zone. [sink thread, which owns the batch] */
+static void zone_order(chbuf* runs) {
+  zorder z;
+  z.n = 0;
+  if (each_run(runs->p, runs->len, zorder_add, &z)) return;
+  qsort(z.sid, z.n, sizeof z.sid[0], u64_cmp);
+  each_run(runs->p, runs->len, zorder_set, &z);
+}
+
 /* Sends every table of the batch not yet accepted. Returns 0 when all are in. */
 static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
   for (int t = 0; t < T_COUNT; t++) {
@@ -696,6 +810,7 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     char sql[96];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
     size_t len = b->seg[t].len;
+    if (t == T_ZONE_RUNS) zone_order(&b->seg[t]);
     if (http_post(ch, sql, b->seg[t].p, len, NULL, 0, err, ecap)) return -1;
     b->done |= 1u << t;
     pthread_mutex_lock(&ch->mu);
@@ -888,7 +1003,8 @@ static batch* stage(tmk__ch* ch) {
     ch->stage->first_ms = mono_ms();
     /* room for a full batch of zone runs up front: no reallocs (untouched pages cost nothing;
      * 2 MiB-aligned buffers, for transparent huge pages, were tried: docs/SCALE.md) */
-    buf_room(&ch->stage->seg[T_ZONE_RUNS], ch->batch_bytes + 65536);
+    if (!ch->stage->seg[T_ZONE_RUNS].cap)
+      buf_map(&ch->stage->seg[T_ZONE_RUNS], ch->batch_bytes + 65536);
   }
   return ch->stage;
 }
@@ -949,14 +1065,16 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
     b->rows[T_ZONE_RUNS] += n;
     chbuf* o = &b->seg[T_ZONE_RUNS];
     size_t rec_bytes = (size_t)n * sizeof(tmk__tap_zrec);
+    buf_populate(o, RUN_HEAD + rec_bytes);
     if (buf_room(o, RUN_HEAD + rec_bytes)) { /* else counted as dropped when sealed */
       uint8_t* p = o->p + o->len;
       memcpy(p, &cs->day, 2);
       memcpy(p + 2, &cs->sid, 8);
-      memcpy(p + 10, &thread, 4);
-      memcpy(p + 14, &n0, 8);
-      memcpy(p + 22, &base, 8);
-      p += 30;
+      p[10] = 0; /* rank: set when sent (zone_order) */
+      memcpy(p + 11, &thread, 4);
+      memcpy(p + 15, &n0, 8);
+      memcpy(p + 23, &base, 8);
+      p += RUN_FIXED;
       uint32_t x = n;
       for (; x > 0x7f; x >>= 7) *p++ = (uint8_t)(x | 0x80);
       *p++ = (uint8_t)x;
