@@ -3,27 +3,24 @@
  * materialized view in ClickHouse expands into `zones` rows); sealed batches go to a bounded
  * memory queue; the sink thread sends every table with an HTTP POST, spilling to a bounded
  * directory when ClickHouse is down or slow (and resending from it, also after a restart). Rows
- * carry keys that make a resent batch collapse in ReplacingMergeTree tables. Also the fixed
- * history queries. */
+ * carry keys that make a resent batch collapse in ReplacingMergeTree tables. HTTP:
+ * relay_clickhouse_http.c; the history queries: relay_history.c. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, madvise */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "relay_clickhouse.h"
+#include "relay_clickhouse_http.h"
 #include "relay_internal.h"
 
 /* =============================================================================================
@@ -93,39 +90,11 @@ static const char k_zone_view[] =
 /* =============================================================================================
  * Buffers and batches
  * ============================================================================================= */
-typedef struct chbuf {
-  uint8_t* p;
-  size_t len, cap;
-  int oom;
-  size_t mapped; /* > 0: p is an mmap of cap bytes, of which the first `mapped` are populated */
-} chbuf;
+typedef tmk__chbuf chbuf;
 
-static void buf_free(chbuf* b) {
-  if (b->mapped) munmap(b->p, b->cap);
-  else free(b->p);
-  memset(b, 0, sizeof *b);
-}
-
-static int buf_room(chbuf* b, size_t n) {
-  if (b->len + n <= b->cap) return 1;
-  if (b->oom) return 0;
-  size_t ncap = b->cap ? b->cap * 2 : 65536;
-  while (ncap < b->len + n) ncap *= 2;
-  uint8_t* np = b->mapped ? malloc(ncap) : realloc(b->p, ncap);
-  if (!np) {
-    b->oom = 1;
-    return 0;
-  }
-  if (b->mapped) { /* outgrown (one huge run): an ordinary buffer from here on */
-    memcpy(np, b->p, b->len);
-    munmap(b->p, b->cap);
-    b->mapped = 0;
-  }
-  b->p = np;
-  b->cap = ncap;
-  return 1;
-}
-
+static int buf_room(chbuf* b, size_t n) { return tmk__chbuf_room(b, n); }
+static void buf_free(chbuf* b) { tmk__chbuf_free(b); }
+static inline void put(chbuf* b, const void* v, size_t n) { tmk__chbuf_put(b, v, n); }
 /* The staging buffer of zone runs: reserved whole, its pages populated by the kernel a window at
  * a time ahead of the writes (MADV_POPULATE_WRITE, Linux 5.14; elsewhere pages fault in as they
  * are written) instead of one page fault per 4 KiB on the loop thread (docs/SCALE.md). */
@@ -153,11 +122,6 @@ static inline void buf_populate(chbuf* b, size_t n) {
   if (to > b->cap) to = b->cap;
   if (to > from) madvise(b->p + from, to - from, MADV_POPULATE_WRITE);
   b->mapped = to;
-}
-static inline void put(chbuf* b, const void* v, size_t n) {
-  if (!buf_room(b, n)) return;
-  memcpy(b->p + b->len, v, n);
-  b->len += n;
 }
 /* RowBinary is little-endian; the relay runs on little-endian hosts (checked at start). */
 static inline void put_u8(chbuf* b, uint8_t v) { put(b, &v, 1); }
@@ -264,15 +228,12 @@ struct tmk__ch_sess {
 
 struct tmk__ch {
   /* configuration (immutable) */
-  char host[128];
-  char port[8];
-  char params[512]; /* URL query string without '?', e.g. database=telemark */
-  char db[64];
+  tmk__ch_endpoint ep; /* host, port, URL parameters, database, timeout */
   char spill_dir[512];
   char relay_name[128];
   tmk__logger* log;
   uint64_t spill_max, queue_max;
-  uint32_t batch_bytes, batch_ms, timeout_ms;
+  uint32_t batch_bytes, batch_ms;
   /* [loop] staging */
   batch* stage;
   uint64_t spill_seq;
@@ -324,257 +285,16 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * URL
+ * Requests (relay_clickhouse_http.c)
  * ------------------------------------------------------------------------------------------- */
-static int parse_url(const char* url, char* host, size_t hcap, char* port, size_t pcap,
-                     char* params, size_t qcap, char* db, size_t dcap) {
-  if (strncmp(url, "http://", 7) != 0) return -1;
-  const char* h = url + 7;
-  const char* end = h + strcspn(h, "/?");
-  const char* colon = memchr(h, ':', (size_t)(end - h));
-  const char* hend = colon ? colon : end;
-  if (hend == h || (size_t)(hend - h) >= hcap) return -1;
-  memcpy(host, h, (size_t)(hend - h));
-  host[hend - h] = 0;
-  if (colon) {
-    size_t n = (size_t)(end - colon - 1);
-    if (n == 0 || n >= pcap || strspn(colon + 1, "0123456789") < n) return -1;
-    memcpy(port, colon + 1, n);
-    port[n] = 0;
-    long p = strtol(port, NULL, 10);
-    if (p < 1 || p > 65535) return -1;
-  } else {
-    snprintf(port, pcap, "8123");
-  }
-  const char* q = strchr(end, '?');
-  if (*end == '/' && end[1] && end[1] != '?') return -1; /* only "/" as a path */
-  const char* qs = q ? q + 1 : "";
-  if (strlen(qs) >= qcap) return -1;
-  /* database=NAME: letters, digits, underscore (it is also used unquoted in DDL) */
-  snprintf(db, dcap, "telemark");
-  const char* d = strstr(qs, "database=");
-  if (d && (d == qs || d[-1] == '&')) {
-    d += 9;
-    size_t n = strcspn(d, "&");
-    if (n == 0 || n >= dcap) return -1;
-    for (size_t i = 0; i < n; i++) {
-      char c = d[i];
-      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '_'))
-        return -1;
-    }
-    memcpy(db, d, n);
-    db[n] = 0;
-    snprintf(params, qcap, "%s", qs);
-  } else {
-    snprintf(params, qcap, "database=%s%s%s", db, qs[0] ? "&" : "", qs);
-  }
-  for (const char* c = params; *c; c++)
-    if ((unsigned char)*c <= 0x20 || *c == '#') return -1;
-  return 0;
-}
-
-int tmk__ch_check_url(const char* url, char* err, size_t ecap) {
-  char host[128], port[8], params[512], db[64];
-  if (parse_url(url, host, sizeof host, port, sizeof port, params, sizeof params, db, sizeof db)) {
-    snprintf(err, ecap,
-             "--clickhouse '%s': expected http://HOST[:PORT]/[?database=NAME], e.g. "
-             "http://127.0.0.1:8123/?database=telemark (NAME: letters, digits, _)",
-             url);
-    return TMK_EINVAL;
-  }
-  return 0;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * HTTP: one request per connection (Connection: close), blocking with timeouts.
- * ------------------------------------------------------------------------------------------- */
-static void url_encode(chbuf* b, const char* s) {
-  static const char hex[] = "0123456789ABCDEF";
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-        c == '-' || c == '_' || c == '.' || c == '~') {
-      put_u8(b, c);
-    } else {
-      uint8_t e[3] = {'%', (uint8_t)hex[c >> 4], (uint8_t)hex[c & 15]};
-      put(b, e, 3);
-    }
-  }
-}
-
 static uint64_t mono_ms(void) { return tmk__now_ms(); }
-
-static int connect_to(tmk__ch* ch, char* err, size_t ecap) {
-  struct addrinfo hints, *ai = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  int rc = getaddrinfo(ch->host, ch->port, &hints, &ai);
-  if (rc != 0 || !ai) {
-    snprintf(err, ecap, "cannot resolve %s: %s", ch->host, gai_strerror(rc));
-    return -1;
-  }
-  int fd = -1;
-  for (struct addrinfo* a = ai; a; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
-    if (errno == EINPROGRESS) {
-      struct pollfd p = {fd, POLLOUT, 0};
-      int soerr = 0;
-      socklen_t sl = sizeof soerr;
-      if (poll(&p, 1, (int)ch->timeout_ms) == 1 &&
-          getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
-        break;
-      errno = soerr ? soerr : ETIMEDOUT;
-    }
-    close(fd);
-    fd = -1;
-  }
-  int e = errno;
-  freeaddrinfo(ai);
-  if (fd < 0) {
-    snprintf(err, ecap, "cannot connect to ClickHouse at %s:%s: %s", ch->host, ch->port,
-             strerror(e));
-    return -1;
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  struct timeval tv;
-  tv.tv_sec = (time_t)(ch->timeout_ms / 1000);
-  tv.tv_usec = (long)(ch->timeout_ms % 1000) * 1000;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  return fd;
-}
-
-static int send_all(int fd, const uint8_t* p, size_t n) {
-  while (n) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-/* POSTs `sql` (in the URL) with `body`. Returns 0 on HTTP 200 (the response body, up to rcap,
- * in resp when given), -1 with a sentence in err. */
-static int http_post_to(tmk__ch* ch, const char* params, const char* sql, const uint8_t* body,
-                        size_t blen, chbuf* resp, size_t rcap, char* err, size_t ecap) {
-  chbuf req = {0};
-  char head[256];
-  put(&req, "POST /?", 7);
-  put(&req, params, strlen(params));
-  put(&req, "&query=", 7);
-  url_encode(&req, sql);
-  int hn = snprintf(head, sizeof head,
-                    " HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/octet-stream\r\n"
-                    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                    ch->host, ch->port, blen);
-  put(&req, head, (size_t)hn);
-  if (req.oom) {
-    free(req.p);
-    snprintf(err, ecap, "out of memory");
-    return -1;
-  }
-  int fd = connect_to(ch, err, ecap);
-  if (fd < 0) {
-    free(req.p);
-    return -1;
-  }
-  int rc = send_all(fd, req.p, req.len);
-  free(req.p);
-  if (rc == 0 && blen) rc = send_all(fd, body, blen);
-  if (rc) {
-    snprintf(err, ecap, "sending to ClickHouse: %s", strerror(errno));
-    close(fd);
-    return -1;
-  }
-  chbuf in = {0};
-  for (;;) {
-    if (!buf_room(&in, 65536)) break;
-    ssize_t k = recv(fd, in.p + in.len, in.cap - in.len, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      snprintf(err, ecap, "no answer from ClickHouse within %u ms (%s)", ch->timeout_ms,
-               strerror(errno));
-      close(fd);
-      free(in.p);
-      return -1;
-    }
-    if (k == 0) break;
-    in.len += (size_t)k;
-    if (in.len > rcap + 65536) break; /* more than the caller wants: stop reading */
-  }
-  close(fd);
-  if (in.oom || in.len < 12 || memcmp(in.p, "HTTP/1.", 7) != 0) {
-    snprintf(err, ecap, "ClickHouse closed the connection without an HTTP answer");
-    free(in.p);
-    return -1;
-  }
-  int status = atoi((const char*)in.p + 9);
-  size_t hdr_end = 0;
-  for (size_t i = 0; i + 3 < in.len; i++)
-    if (memcmp(in.p + i, "\r\n\r\n", 4) == 0) {
-      hdr_end = i + 4;
-      break;
-    }
-  const uint8_t* bodyp = in.p + hdr_end;
-  size_t bodyn = hdr_end ? in.len - hdr_end : 0;
-  /* ClickHouse answers with chunked encoding to HTTP/1.1: undo it. */
-  int chunked = 0;
-  for (size_t i = 0; hdr_end && i + 26 < hdr_end; i++)
-    if (strncasecmp((const char*)in.p + i, "Transfer-Encoding: chunked", 26) == 0) chunked = 1;
-  chbuf plain = {0};
-  if (chunked) {
-    size_t i = 0;
-    while (i < bodyn) {
-      char* endp;
-      unsigned long n = strtoul((const char*)bodyp + i, &endp, 16);
-      size_t hl = (size_t)((const uint8_t*)endp - (bodyp + i));
-      const uint8_t* crlf = memchr(bodyp + i, '\n', bodyn - i);
-      if (!crlf || n == 0 || hl == 0) break;
-      i = (size_t)(crlf - bodyp) + 1;
-      if (n > bodyn - i) n = bodyn - i;
-      put(&plain, bodyp + i, n);
-      i += n + 2;
-    }
-    bodyp = plain.p ? plain.p : (const uint8_t*)"";
-    bodyn = plain.len;
-  }
-  if (status != 200) {
-    char msg[200];
-    size_t n = bodyn < sizeof msg - 1 ? bodyn : sizeof msg - 1;
-    memcpy(msg, bodyp, n);
-    msg[n] = 0;
-    for (size_t k = 0; k < n; k++)
-      if (msg[k] == '\n' || msg[k] == '\r') msg[k] = ' ';
-    snprintf(err, ecap, "ClickHouse answered %d: %s", status, msg);
-    free(in.p);
-    free(plain.p);
-    return -1;
-  }
-  if (resp) {
-    if (bodyn > rcap) {
-      snprintf(err, ecap, "ClickHouse's answer is larger than %zu bytes", rcap);
-      free(in.p);
-      free(plain.p);
-      return -1;
-    }
-    put(resp, bodyp, bodyn);
-  }
-  free(in.p);
-  free(plain.p);
-  return 0;
-}
 
 static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t blen, chbuf* resp,
                      size_t rcap, char* err, size_t ecap) {
-  return http_post_to(ch, ch->params, sql, body, blen, resp, rcap, err, ecap);
+  return tmk__ch_post(&ch->ep, ch->ep.params, sql, body, blen, resp, rcap, err, ecap);
 }
+
+const tmk__ch_endpoint* tmk__ch_endpoint_of(const tmk__ch* ch) { return &ch->ep; }
 
 /* ---------------------------------------------------------------------------------------------
  * Spill files: "TMKCH002", then per table: u8 table (T_*), u32 rows, u32 bytes, RowBinary rows;
@@ -713,8 +433,8 @@ static void spill_scan(tmk__ch* ch) {
 static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
   char sql[1024];
   /* CREATE DATABASE goes to the "default" database: the URL's may not exist yet. */
-  snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->db);
-  if (http_post_to(ch, "database=default", sql, NULL, 0, NULL, 0, err, ecap)) return -1;
+  snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->ep.db);
+  if (tmk__ch_post(&ch->ep, "database=default", sql, NULL, 0, NULL, 0, err, ecap)) return -1;
   for (int t = 0; t < T_COUNT; t++) {
     chbuf q = {0};
     put(&q, "CREATE TABLE IF NOT EXISTS ", 27);
@@ -730,7 +450,7 @@ static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
   snprintf(sql, sizeof sql,
            "SELECT type FROM system.columns WHERE database = '%s' AND table = 'zones' AND "
            "name = 'depth'",
-           ch->db);
+           ch->ep.db);
   chbuf type = {0};
   int rc = http_post(ch, sql, NULL, 0, &type, 256, err, ecap);
   if (rc == 0 && type.len >= 6 && memcmp(type.p, "UInt16", 6) == 0)
@@ -952,7 +672,7 @@ static void* sink_main(void* arg) {
         recycle_locked(ch, b);
       }
       ch->st.up = 1;
-      if (was_up != 1) tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->host, ch->port);
+      if (was_up != 1) tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->ep.host, ch->ep.port);
       was_up = 1;
       backoff = 0;
     } else {
@@ -1284,15 +1004,14 @@ tmk__ch* tmk__ch_new(const tmk__ch_desc* d, char* err, size_t ecap) {
     snprintf(err, ecap, "out of memory");
     return NULL;
   }
-  parse_url(d->url, ch->host, sizeof ch->host, ch->port, sizeof ch->port, ch->params,
-            sizeof ch->params, ch->db, sizeof ch->db);
+  tmk__ch_parse_url(d->url, &ch->ep);
   snprintf(ch->spill_dir, sizeof ch->spill_dir, "%s", d->spill_dir);
   ch->log = d->log;
   ch->spill_max = d->spill_max ? d->spill_max : (1ull << 30);
   ch->queue_max = d->queue_max ? d->queue_max : (128ull << 20);
   ch->batch_bytes = d->batch_bytes ? d->batch_bytes : (16u << 20);
   ch->batch_ms = d->batch_ms ? d->batch_ms : 500;
-  ch->timeout_ms = d->timeout_ms ? d->timeout_ms : 10000;
+  ch->ep.timeout_ms = d->timeout_ms ? d->timeout_ms : 10000;
   if (d->relay_name) snprintf(ch->relay_name, sizeof ch->relay_name, "%s", d->relay_name);
   else if (gethostname(ch->relay_name, sizeof ch->relay_name) != 0)
     snprintf(ch->relay_name, sizeof ch->relay_name, "relay");
@@ -1358,10 +1077,10 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j) {
   tmk__json_begin_obj(j);
   tmk__json_key(j, "host");
   char hp[160];
-  snprintf(hp, sizeof hp, "%s:%s", ch->host, ch->port);
+  snprintf(hp, sizeof hp, "%s:%s", ch->ep.host, ch->ep.port);
   tmk__json_cstr(j, hp);
   tmk__json_key(j, "database");
-  tmk__json_cstr(j, ch->db);
+  tmk__json_cstr(j, ch->ep.db);
   tmk__json_key(j, "up");
   tmk__json_bool(j, s.up);
   tmk__json_key(j, "rows_sent");
@@ -1385,205 +1104,4 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j) {
   tmk__json_key(j, "last_error");
   tmk__json_cstr(j, s.last_error);
   tmk__json_end_obj(j);
-}
-
-/* =============================================================================================
- * History queries (docs/CLICKHOUSE.md "Queries"): fixed SQL templates; the parameters are
- * checked (length, no control bytes) and quoted here. Results as JSONEachRow, wrapped into
- * {"query": NAME, "rows": [...]}.
- * ============================================================================================= */
-#define HIST_MAX_ANSWER (8u << 20)
-
-/* Appends 'text' as a ClickHouse string literal. Returns -1 for text a parameter may not hold. */
-static int put_literal(chbuf* q, const char* s) {
-  size_t n = strlen(s);
-  if (n > 256) return -1;
-  put_u8(q, '\'');
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c < 0x20 || c == 0x7f) return -1;
-    if (c == '\'' || c == '\\') put_u8(q, '\\');
-    put_u8(q, c);
-  }
-  put_u8(q, '\'');
-  return 0;
-}
-
-static void put_s(chbuf* q, const char* s) { put(q, s, strlen(s)); }
-
-static int param_uint(tmk__ch_param_fn get, void* ud, const char* key, long lo, long hi, long def,
-                      long* out) {
-  const char* v = get(ud, key);
-  if (!v || !*v) {
-    *out = def;
-    return 0;
-  }
-  char* end;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || *end || x < lo || x > hi) return -1;
-  *out = x;
-  return 0;
-}
-
-/* "(SELECT session FROM sessions FINAL WHERE program = P [AND build IN (A, B)] AND day >= ...)" */
-static int put_sessions(chbuf* q, const char* program, const char* a, const char* b, long days) {
-  char tmp[64];
-  put_s(q, "(SELECT session FROM sessions FINAL WHERE program = ");
-  if (put_literal(q, program)) return -1;
-  if (a) {
-    put_s(q, " AND build IN (");
-    if (put_literal(q, a)) return -1;
-    put_s(q, ", ");
-    if (put_literal(q, b)) return -1;
-    put_s(q, ")");
-  }
-  snprintf(tmp, sizeof tmp, " AND day >= today() - %ld)", days);
-  put_s(q, tmp);
-  return 0;
-}
-
-int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* ud, tmk__json* out,
-                    char* err, size_t ecap) {
-  chbuf q = {0};
-  const char* program = get(ud, "program");
-  const char* site = get(ud, "site");
-  const char* what = get(ud, "what");
-  const char* by = get(ud, "by");
-  const char* a = get(ud, "a");
-  const char* b = get(ud, "b");
-  long days, limit;
-  char tmp[160];
-  int bad = 0;
-  if (param_uint(get, ud, "days", 1, 3650, 30, &days) ||
-      param_uint(get, ud, "limit", 1, 500, 20, &limit)) {
-    snprintf(err, ecap, "days must be 1..3650 and limit 1..500");
-    return TMK_EINVAL;
-  }
-  if (strcmp(name, "programs") == 0) {
-    snprintf(tmp, sizeof tmp, "day >= today() - %ld", days);
-    put_s(&q, "SELECT program, count() AS sessions, uniqExact(build) AS builds, "
-              "max(created_unix_ns) AS last_unix_ns FROM sessions FINAL WHERE ");
-    put_s(&q, tmp);
-    put_s(&q, " GROUP BY program ORDER BY last_unix_ns DESC LIMIT 200");
-  } else if (!program || !*program) {
-    snprintf(err, ecap, "this query needs program=NAME");
-    return TMK_EINVAL;
-  } else if (strcmp(name, "builds") == 0) {
-    put_s(&q, "SELECT build, count() AS sessions, min(created_unix_ns) AS first_unix_ns, "
-              "max(created_unix_ns) AS last_unix_ns, groupUniqArray(label) AS labels "
-              "FROM sessions FINAL WHERE program = ");
-    bad |= put_literal(&q, program);
-    snprintf(tmp, sizeof tmp, " AND day >= today() - %ld", days);
-    put_s(&q, tmp);
-    put_s(&q, " GROUP BY build ORDER BY first_unix_ns LIMIT 1000");
-  } else if (strcmp(name, "sites") == 0) {
-    /* zone sites (TMK_SITE_ZONE 0, TMK_SITE_MARKER 1) and frame sites (TMK_SITE_FRAME 4) */
-    put_s(&q, "SELECT name, kind IN (0, 1) ? 'zone' : 'frame' AS what, count() AS sessions "
-              "FROM sites FINAL WHERE kind IN (0, 1, 4) AND session IN ");
-    bad |= put_sessions(&q, program, NULL, NULL, days);
-    put_s(&q, " GROUP BY name, what ORDER BY what DESC, name LIMIT 5000");
-  } else if (strcmp(name, "trend") == 0) {
-    int frames = what && strcmp(what, "frame") == 0;
-    int night = by && strcmp(by, "night") == 0;
-    if ((what && *what && !frames && strcmp(what, "zone") != 0) ||
-        (by && *by && !night && strcmp(by, "build") != 0) || (!frames && (!site || !*site))) {
-      snprintf(err, ecap, "trend needs what=zone&site=NAME or what=frame[&site=NAME], "
-                          "and by=build or by=night");
-      return TMK_EINVAL;
-    }
-    put_s(&q, night ? "SELECT toString(sday) AS key" : "SELECT build AS key");
-    put_s(&q, ", quantile(0.5)(dur_ns) AS p50, quantile(0.95)(dur_ns) AS p95, "
-              "max(dur_ns) AS max, count() AS n, uniqExact(session) AS sessions, "
-              "min(created_unix_ns) AS first_unix_ns FROM ");
-    put_s(&q, frames ? "frames FINAL" : "zones FINAL");
-    put_s(&q, " ANY INNER JOIN (SELECT session, build, day AS sday, created_unix_ns FROM "
-              "sessions FINAL WHERE program = ");
-    bad |= put_literal(&q, program);
-    snprintf(tmp, sizeof tmp, " AND day >= today() - %ld) USING session WHERE day >= today() - %ld",
-             days, days);
-    put_s(&q, tmp);
-    if (frames) put_s(&q, " AND dur_ns > 0");
-    if (site && *site) {
-      put_s(&q, " AND (session, site) IN (SELECT session, site FROM sites FINAL WHERE name = ");
-      bad |= put_literal(&q, site);
-      put_s(&q, ")");
-    }
-    put_s(&q, night ? " GROUP BY key ORDER BY key" : " GROUP BY key ORDER BY first_unix_ns");
-    put_s(&q, " LIMIT 1000");
-  } else if (strcmp(name, "diff") == 0) {
-    if (!a || !*a || !b || !*b) {
-      snprintf(err, ecap, "diff needs a=BUILD&b=BUILD");
-      return TMK_EINVAL;
-    }
-    chbuf s = {0};
-    bad |= put_sessions(&s, program, a, b, days);
-    put_u8(&s, 0);
-    put_s(&q, "SELECT name, quantileIf(0.5)(dur_ns, build = ");
-    bad |= put_literal(&q, a);
-    put_s(&q, ") AS a_p50, quantileIf(0.5)(dur_ns, build = ");
-    bad |= put_literal(&q, b);
-    put_s(&q, ") AS b_p50, countIf(build = ");
-    bad |= put_literal(&q, a);
-    put_s(&q, ") AS a_n, countIf(build = ");
-    bad |= put_literal(&q, b);
-    put_s(&q, ") AS b_n, (b_p50 + 1) / (a_p50 + 1) AS ratio FROM (SELECT session, dur_ns, name "
-              "FROM zones FINAL ANY INNER JOIN (SELECT session, site, name FROM sites FINAL "
-              "WHERE session IN ");
-    if (!s.oom && s.p) {
-      put_s(&q, (const char*)s.p);
-      put_s(&q, ") USING (session, site) WHERE session IN ");
-      put_s(&q, (const char*)s.p);
-      put_s(&q, ") ANY INNER JOIN (SELECT session, build FROM sessions FINAL WHERE session IN ");
-      put_s(&q, (const char*)s.p);
-    }
-    snprintf(tmp, sizeof tmp, ") USING session GROUP BY name HAVING a_n > 0 AND b_n > 0 "
-                              "ORDER BY abs(log(ratio)) DESC LIMIT %ld", limit);
-    put_s(&q, tmp);
-    free(s.p);
-  } else {
-    snprintf(err, ecap, "unknown history query '%.40s' (programs, builds, sites, trend, diff)",
-             name);
-    return TMK_ENOTFOUND;
-  }
-  put_s(&q, " FORMAT JSONEachRow");
-  put_u8(&q, 0);
-  if (bad || q.oom) {
-    free(q.p);
-    snprintf(err, ecap, "a parameter is longer than 256 bytes or holds control characters");
-    return TMK_EINVAL;
-  }
-  char params[700];
-  snprintf(params, sizeof params,
-           "%s&readonly=2&max_execution_time=30&output_format_json_quote_64bit_integers=0",
-           ch->params);
-  chbuf resp = {0};
-  int rc = http_post_to(ch, params, (const char*)q.p, NULL, 0, &resp, HIST_MAX_ANSWER, err,
-                        ecap);
-  free(q.p);
-  if (rc) {
-    free(resp.p);
-    return TMK_ESOCKET;
-  }
-  tmk__json_begin_obj(out);
-  tmk__json_key(out, "query");
-  tmk__json_cstr(out, name);
-  tmk__json_key(out, "rows");
-  tmk__json_raw(out, "[", 1);
-  int first = 1;
-  for (size_t i = 0; i < resp.len;) {
-    const uint8_t* nl = memchr(resp.p + i, '\n', resp.len - i);
-    size_t n = nl ? (size_t)(nl - (resp.p + i)) : resp.len - i;
-    if (n) {
-      if (!first) tmk__json_raw(out, ",", 1);
-      tmk__json_raw(out, (const char*)resp.p + i, n);
-      first = 0;
-    }
-    i += n + 1;
-  }
-  tmk__json_raw(out, "]", 1);
-  out->need_comma = 1;
-  tmk__json_end_obj(out);
-  free(resp.p);
-  return 0;
 }
