@@ -70,6 +70,8 @@ static const char* const k_ddl[T_COUNT] = {
 /* Expands every zone_runs row into its zones rows, inside ClickHouse (ARRAY JOIN): the same
  * (session, site, n) keys and values the relay's own API gives, so resent runs collapse. Only
  * runs whose ticks are ns go this way; the relay converts other timers' zones itself.
+ * A record is read as two little-endian UInt64 (lo: start_off, dur_lo; hi: site, dur_hi, depth,
+ * flags): one substring a zone (ClickHouse computes each repeated expression once).
  * The ORDER BY hands `zones` its rows sorted by its key (session, site, n), so that MergeTree
  * skips its own sort, several times slower on 18.16 (a comparison per column per pair): one
  * UInt64 made of rank (8 bits), site (20) and n (36) sorts as that key when every session of
@@ -77,12 +79,13 @@ static const char* const k_ddl[T_COUNT] = {
  * otherwise the block is merely not sorted and MergeTree sorts it (docs/CLICKHOUSE.md). */
 static const char k_zone_view[] =
     "CREATE MATERIALIZED VIEW IF NOT EXISTS zones_from_runs TO zones AS SELECT day, session, "
-    "toUInt64(n0 + i - 1) AS n, thread, reinterpretAsUInt32(substring(r, 9, 4)) AS site, "
-    "base + toUInt64(reinterpretAsInt32(substring(r, 1, 4))) AS start_ns, "
-    "reinterpretAsUInt32(substring(r, 5, 4)) + "
-    "bitShiftLeft(toUInt64(reinterpretAsUInt16(substring(r, 13, 2))), 32) AS dur_ns, "
-    "reinterpretAsUInt8(substring(r, 15, 1)) AS depth, "
-    "toUInt8(bitAnd(reinterpretAsUInt8(substring(r, 16, 1)), 1)) AS marker "
+    "toUInt64(n0 + i - 1) AS n, thread, "
+    "toUInt32(reinterpretAsUInt64(substring(r, 9, 8))) AS site, "
+    "base + toUInt64(toInt32(reinterpretAsUInt64(r))) AS start_ns, "
+    "bitOr(bitShiftRight(reinterpretAsUInt64(r), 32), "
+    "bitAnd(reinterpretAsUInt64(substring(r, 9, 8)), 281470681743360)) AS dur_ns, "
+    "toUInt8(bitShiftRight(reinterpretAsUInt64(substring(r, 9, 8)), 48)) AS depth, "
+    "toUInt8(bitAnd(bitShiftRight(reinterpretAsUInt64(substring(r, 9, 8)), 56), 1)) AS marker "
     "FROM zone_runs ARRAY JOIN recs AS r, arrayEnumerate(recs) AS i "
     "ORDER BY bitOr(bitOr(bitShiftLeft(toUInt64(rank), 56), "
     "bitShiftLeft(bitAnd(toUInt64(site), 1048575), 36)), bitAnd(n, 68719476735))";
