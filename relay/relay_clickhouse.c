@@ -549,7 +549,7 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
  * (a process crash keeps it, a power loss may not) so that ingest never waits for the disk. */
 static void spill_or_drop_locked(tmk__ch* ch, batch* b, int sync) {
   uint64_t seq = ++ch->spill_seq;
-  size_t sz = b->bytes + 64;
+  size_t sz = b->bytes + 12 + 9 * T_COUNT; /* the file: magic, table headers, CRC */
   if (ch->disk_bytes + sz <= ch->spill_max) {
     pthread_mutex_unlock(&ch->mu);
     uint64_t written = 0;
