@@ -675,7 +675,9 @@ static void* sink_main(void* arg) {
         recycle_locked(ch, b);
       }
       ch->st.up = 1;
-      if (was_up != 1) tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->ep.host, ch->ep.port);
+      if (was_up != 1)
+        tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->ep.host,
+                       ch->ep.port);
       was_up = 1;
       backoff = 0;
     } else {
@@ -683,7 +685,8 @@ static void* sink_main(void* arg) {
       ch->st.errors++;
       ch->st.up = 0;
       if (was_up != 0)
-        tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s; spilling to %s and retrying", err, ch->spill_dir);
+        tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s; spilling to %s and retrying", err,
+                       ch->spill_dir);
       was_up = 0;
       if (b && !from_disk) {
         /* Tables already accepted are not in the spill file (send_batch marked them done). */

@@ -52,9 +52,10 @@ class Relay(RelayProcess):
 
 
 def synth(relay, session, packets, *extra):
-    return subprocess.Popen([os.path.join(BIN, "tmk-relay-synth"), "--to", f"127.0.0.1:{relay.port}",
-                             "--tcp", "--packets", str(packets), "--zones", "40", "--threads", "3",
-                             "--session", "%016x" % session, "--linger", "500", *extra],
+    return subprocess.Popen([os.path.join(BIN, "tmk-relay-synth"),
+                             "--to", f"127.0.0.1:{relay.port}", "--tcp", "--packets", str(packets),
+                             "--zones", "40", "--threads", "3", "--session", "%016x" % session,
+                             "--linger", "500", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
