@@ -764,6 +764,40 @@ static void seal(tmk__ch* ch) {
   pthread_mutex_unlock(&ch->mu);
 }
 
+/* [loop] Seals a batch whose zones are full. Rows of the other tables younger than batch_ms
+ * move on to the next batch instead: each INSERT makes a part in its table (files to create,
+ * parts to merge: most of ClickHouse's work per batch for tables this small), so they go at
+ * most every batch_ms, as zones would without the size bound, not with every zone batch. */
+static void seal_zones(tmk__ch* ch) {
+  batch* b = ch->stage;
+  if (!b) return;
+  uint64_t first = b->first_ms;
+  if (mono_ms() - first >= ch->batch_ms) {
+    seal(ch);
+    return;
+  }
+  ch->stage = NULL;
+  batch* nb = stage(ch);
+  ch->stage = b;
+  if (!nb) {
+    seal(ch);
+    return;
+  }
+  for (int t = 0; t < T_COUNT; t++) {
+    if (t == T_ZONES || t == T_ZONE_RUNS || !b->rows[t]) continue;
+    chbuf tmp = nb->seg[t];
+    nb->seg[t] = b->seg[t];
+    b->seg[t] = tmp;
+    nb->rows[t] = b->rows[t];
+    nb->total_rows += b->rows[t];
+    b->total_rows -= b->rows[t];
+    b->rows[t] = 0;
+  }
+  nb->first_ms = first;
+  seal(ch);
+  ch->stage = nb;
+}
+
 static inline batch* row(tmk__ch* ch, int table) {
   batch* b = stage(ch);
   if (!b) return NULL;
@@ -818,7 +852,7 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
   }
   if (batch_zones(b) * ZONE_ROW >= ch->batch_bytes || b->seg[T_ZONE_RUNS].len >= ch->batch_bytes ||
       b->seg[T_ZONES].len >= ch->batch_bytes)
-    seal(ch);
+    seal_zones(ch);
 }
 
 static uint64_t frame_dur(tmk__ch_sess* cs, uint32_t thread, uint32_t site, uint64_t t) {
