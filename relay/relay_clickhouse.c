@@ -98,12 +98,11 @@ typedef tmk__chbuf chbuf;
 static int buf_room(chbuf* b, size_t n) { return tmk__chbuf_room(b, n); }
 static void buf_free(chbuf* b) { tmk__chbuf_free(b); }
 static inline void put(chbuf* b, const void* v, size_t n) { tmk__chbuf_put(b, v, n); }
+
 /* The staging buffer of zone runs: reserved whole, its pages populated by the kernel a window at
- * a time ahead of the writes (MADV_POPULATE_WRITE, Linux 5.14; elsewhere pages fault in as they
- * are written) instead of one page fault per 4 KiB on the loop thread (docs/SCALE.md). */
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
+ * a time ahead of the writes (MADV_POPULATE_WRITE: Linux 5.14, glibc 2.35; on older kernels the
+ * call fails and elsewhere it is not made: pages then fault in as they are written) instead of
+ * one page fault per 4 KiB on the loop thread (docs/SCALE.md). */
 #define POPULATE_STEP ((size_t)256 << 10)
 
 static int buf_map(chbuf* b, size_t cap) {
@@ -123,7 +122,9 @@ static inline void buf_populate(chbuf* b, size_t n) {
   size_t from = b->mapped & ~(size_t)4095;
   size_t to = (b->len + n + POPULATE_STEP) & ~(POPULATE_STEP - 1);
   if (to > b->cap) to = b->cap;
+#ifdef MADV_POPULATE_WRITE
   if (to > from) madvise(b->p + from, to - from, MADV_POPULATE_WRITE);
+#endif
   b->mapped = to;
 }
 /* RowBinary is little-endian; the relay runs on little-endian hosts (checked at start). */
