@@ -1,36 +1,40 @@
 /* relay_clickhouse.c — the ClickHouse history sink (docs/CLICKHOUSE.md): session taps stage rows
- * into a batch on the loop thread (zones as the store's raw records, the rest as RowBinary);
- * sealed batches go to a bounded memory queue; the sink thread encodes the zones (sorted by the
- * table's key) and sends every table with an HTTP POST, spilling to a bounded directory when
- * ClickHouse is down or slow (and resending from it, also after a restart). Rows carry keys that
- * make a resent batch collapse in ReplacingMergeTree tables. Also the fixed history queries. */
+ * into a batch on the loop thread as RowBinary (zones as runs of the store's own records, which a
+ * materialized view in ClickHouse expands into `zones` rows); sealed batches go to a bounded
+ * memory queue; the sink thread sends every table with an HTTP POST, spilling to a bounded
+ * directory when ClickHouse is down or slow (and resending from it, also after a restart). Rows
+ * carry keys that make a resent batch collapse in ReplacingMergeTree tables. HTTP:
+ * relay_clickhouse_http.c; the history queries: relay_history.c. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, madvise */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "relay_clickhouse.h"
+#include "relay_clickhouse_http.h"
 #include "relay_internal.h"
 
 /* =============================================================================================
  * Tables (docs/CLICKHOUSE.md "Tables"). Every row starts with `day` (the session's UTC creation
  * date, the partition) and `session`. The ORDER BY of each table is its collapse key.
  * ============================================================================================= */
-enum { T_SESSIONS, T_SITES, T_THREADS, T_ZONES, T_FRAMES, T_PLOTS, T_MESSAGES, T_COUNT };
+enum {
+  T_SESSIONS, T_SITES, T_THREADS, T_ZONES, T_FRAMES, T_PLOTS, T_MESSAGES,
+  T_ZONE_RUNS, /* Null table: runs of zones, expanded into `zones` by the view below */
+  T_COUNT
+};
 
-static const char* const k_table[T_COUNT] = {"sessions", "sites",  "threads", "zones",
-                                             "frames",   "plots", "messages"};
+static const char* const k_table[T_COUNT] = {"sessions", "sites",    "threads",  "zones",
+                                             "frames",   "plots",    "messages", "zone_runs"};
 
 static const char* const k_ddl[T_COUNT] = {
     "(day Date, session UInt64, relay String, program String, build String, label String, "
@@ -56,35 +60,72 @@ static const char* const k_ddl[T_COUNT] = {
     "(day Date, session UInt64, n UInt64, thread UInt32, site UInt32, time_ns UInt64, "
     "severity UInt8, verbosity UInt32, text String) "
     "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, n)",
+    /* recs: the store's 16-byte zone records (relay_core.h tmk__tap_zrec, little-endian) of one
+     * thread; the zone recs[i] (i from 1) is row n0 + i - 1, starting at base + start_off ns;
+     * rank: the session's place among the INSERT's sessions in id order (zone_order) */
+    "(day Date, session UInt64, rank UInt8, thread UInt32, n0 UInt64, base UInt64, "
+    "recs Array(FixedString(16))) ENGINE = Null",
 };
+
+/* Expands every zone_runs row into its zones rows, inside ClickHouse (ARRAY JOIN): the same
+ * (session, site, n) keys and values the relay's own API gives, so resent runs collapse. Only
+ * runs whose ticks are ns go this way; the relay converts other timers' zones itself.
+ * A record is read as two little-endian UInt64 (lo: start_off, dur_lo; hi: site, dur_hi, depth,
+ * flags): one substring a zone (ClickHouse computes each repeated expression once).
+ * The ORDER BY hands `zones` its rows sorted by its key (session, site, n), so that MergeTree
+ * skips its own sort, several times slower on 18.16 (a comparison per column per pair): one
+ * UInt64 made of rank (8 bits), site (20) and n (36) sorts as that key when every session of
+ * the INSERT has a rank of its own, sites are < 2^20 and n does not cross a multiple of 2^36;
+ * otherwise the block is merely not sorted and MergeTree sorts it (docs/CLICKHOUSE.md). */
+static const char k_zone_view[] =
+    "CREATE MATERIALIZED VIEW IF NOT EXISTS zones_from_runs TO zones AS SELECT day, session, "
+    "toUInt64(n0 + i - 1) AS n, thread, "
+    "toUInt32(reinterpretAsUInt64(substring(r, 9, 8))) AS site, "
+    "base + toUInt64(toInt32(reinterpretAsUInt64(r))) AS start_ns, "
+    "bitOr(bitShiftRight(reinterpretAsUInt64(r), 32), "
+    "bitAnd(reinterpretAsUInt64(substring(r, 9, 8)), 281470681743360)) AS dur_ns, "
+    "toUInt8(bitShiftRight(reinterpretAsUInt64(substring(r, 9, 8)), 48)) AS depth, "
+    "toUInt8(bitAnd(bitShiftRight(reinterpretAsUInt64(substring(r, 9, 8)), 56), 1)) AS marker "
+    "FROM zone_runs ARRAY JOIN recs AS r, arrayEnumerate(recs) AS i "
+    "ORDER BY bitOr(bitOr(bitShiftLeft(toUInt64(rank), 56), "
+    "bitShiftLeft(bitAnd(toUInt64(site), 1048575), 36)), bitAnd(n, 68719476735))";
 
 /* =============================================================================================
  * Buffers and batches
  * ============================================================================================= */
-typedef struct chbuf {
-  uint8_t* p;
-  size_t len, cap;
-  int oom;
-} chbuf;
+typedef tmk__chbuf chbuf;
 
-static int buf_room(chbuf* b, size_t n) {
-  if (b->len + n <= b->cap) return 1;
-  if (b->oom) return 0;
-  size_t ncap = b->cap ? b->cap * 2 : 65536;
-  while (ncap < b->len + n) ncap *= 2;
-  uint8_t* np = realloc(b->p, ncap);
-  if (!np) {
-    b->oom = 1;
-    return 0;
-  }
-  b->p = np;
-  b->cap = ncap;
+static int buf_room(chbuf* b, size_t n) { return tmk__chbuf_room(b, n); }
+static void buf_free(chbuf* b) { tmk__chbuf_free(b); }
+static inline void put(chbuf* b, const void* v, size_t n) { tmk__chbuf_put(b, v, n); }
+
+/* The staging buffer of zone runs: reserved whole, its pages populated by the kernel a window at
+ * a time ahead of the writes (MADV_POPULATE_WRITE: Linux 5.14, glibc 2.35; on older kernels the
+ * call fails and elsewhere it is not made: pages then fault in as they are written) instead of
+ * one page fault per 4 KiB on the loop thread (docs/SCALE.md). */
+#define POPULATE_STEP ((size_t)256 << 10)
+
+static int buf_map(chbuf* b, size_t cap) {
+  cap = (cap + 4095) & ~(size_t)4095;
+  void* m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return 0;
+  b->p = m;
+  b->cap = cap;
+  b->len = 0;
+  b->mapped = 1; /* nothing populated yet; 1 keeps it nonzero */
   return 1;
 }
-static inline void put(chbuf* b, const void* v, size_t n) {
-  if (!buf_room(b, n)) return;
-  memcpy(b->p + b->len, v, n);
-  b->len += n;
+
+/* Populates b's pages up to len + n (a window ahead), if b is mapped. */
+static inline void buf_populate(chbuf* b, size_t n) {
+  if (!b->mapped || b->len + n <= b->mapped) return;
+  size_t from = b->mapped & ~(size_t)4095;
+  size_t to = (b->len + n + POPULATE_STEP) & ~(POPULATE_STEP - 1);
+  if (to > b->cap) to = b->cap;
+#ifdef MADV_POPULATE_WRITE
+  if (to > from) madvise(b->p + from, to - from, MADV_POPULATE_WRITE);
+#endif
+  b->mapped = to;
 }
 /* RowBinary is little-endian; the relay runs on little-endian hosts (checked at start). */
 static inline void put_u8(chbuf* b, uint8_t v) { put(b, &v, 1); }
@@ -105,50 +146,35 @@ static void put_str(chbuf* b, const char* s, size_t n) {
 }
 static void put_cstr(chbuf* b, const char* s) { put_str(b, s, strlen(s)); }
 
-/* Zones are staged raw (the store's 16-byte records, in runs behind a header) by the loop, and
- * encoded to RowBinary by the sink thread just before they are sent or spilled. */
-typedef struct zrun {
-  uint64_t sid, n0;   /* session, its row number n of the first zone */
-  uint64_t base;      /* ticks */
-  uint64_t freq;      /* 0: ticks are ns */
-  uint32_t thread, count;
-  uint16_t day;
-  uint8_t pad[6];
-} zrun; /* then count tmk__tap_zrec */
+/* Zones whose ticks are ns (every run with freq 0 or 1 GHz) are staged as `zone_runs` rows:
+ * a header, then the store's records exactly as the tap hands them over (one memcpy; ClickHouse
+ * decodes them, k_zone_view). Zones of other timers are converted here into `zones` rows. */
+_Static_assert(sizeof(tmk__tap_zrec) == 16 && offsetof(tmk__tap_zrec, dur_lo) == 4 &&
+                   offsetof(tmk__tap_zrec, site) == 8 && offsetof(tmk__tap_zrec, dur_hi) == 12 &&
+                   offsetof(tmk__tap_zrec, depth) == 14 && offsetof(tmk__tap_zrec, flags) == 15,
+               "k_zone_view reads tmk__tap_zrec at these offsets");
+_Static_assert(TMK_RELAY_ZONE_MARKER == 1, "k_zone_view tests bit 0 of flags");
 
-#define ZONE_ROW 44             /* bytes of one zones row in RowBinary */
-#define ZONE_PIECE (256u << 10) /* spill files get zones encoded in pieces this big */
+#define ZONE_ROW 44 /* bytes of one zones row in RowBinary; batches are sized in these */
+#define RUN_FIXED 31 /* bytes of a zone_runs row before its record count */
+#define RUN_HEAD 36  /* most bytes of a zone_runs row before its records (5-byte count) */
 
-/* Encoder state over a batch's raw zone runs. */
-typedef struct zenc {
-  const uint8_t* raw;
-  size_t len, i; /* i: next byte of raw to read */
-  zrun h;        /* the current run */
-  uint32_t k;    /* zones of it already encoded */
-} zenc;
+/* ticks are ns: no conversion */
+static inline int run_exact(uint64_t freq) { return freq == 0 || freq == 1000000000ull; }
 
-static void zenc_init(zenc* e, const uint8_t* raw, size_t len) {
-  memset(e, 0, sizeof *e);
-  e->raw = raw;
-  e->len = len;
-}
-
-/* One zones row (ZONE_ROW bytes) at p: straight stores, no branches but the tick conversion. */
-static inline void put_zone_row(uint8_t* p, const zrun* h, const uint8_t* rec, uint64_t n,
-                                int exact) {
+/* One zones row (ZONE_ROW bytes) at p, converting ticks to ns with freq. */
+static void put_zone_row(uint8_t* p, uint16_t day, uint64_t sid, uint32_t thread, uint64_t base,
+                         uint64_t freq, const uint8_t* rec, uint64_t n) {
   tmk__tap_zrec r;
   memcpy(&r, rec, sizeof r);
-  uint64_t start = h->base + (uint64_t)(int64_t)r.start_off;
+  uint64_t start = base + (uint64_t)(int64_t)r.start_off;
   uint64_t dur = r.dur_lo | (uint64_t)r.dur_hi << 32;
-  uint64_t start_ns = start, dur_ns = dur;
-  if (!exact) {
-    start_ns = tmk_proto_ticks_to_ns(start, h->freq);
-    dur_ns = tmk_proto_ticks_to_ns(start + dur, h->freq) - start_ns;
-  }
-  memcpy(p, &h->day, 2);
-  memcpy(p + 2, &h->sid, 8);
+  uint64_t start_ns = tmk_proto_ticks_to_ns(start, freq);
+  uint64_t dur_ns = tmk_proto_ticks_to_ns(start + dur, freq) - start_ns;
+  memcpy(p, &day, 2);
+  memcpy(p + 2, &sid, 8);
   memcpy(p + 10, &n, 8);
-  memcpy(p + 18, &h->thread, 4);
+  memcpy(p + 18, &thread, 4);
   memcpy(p + 22, &r.site, 4);
   memcpy(p + 26, &start_ns, 8);
   memcpy(p + 34, &dur_ns, 8);
@@ -156,120 +182,9 @@ static inline void put_zone_row(uint8_t* p, const zrun* h, const uint8_t* rec, u
   p[43] = (uint8_t)(r.flags & TMK_RELAY_ZONE_MARKER ? 1 : 0);
 }
 
-/* ticks are ns: no conversion */
-static inline int run_exact(const zrun* h) { return h->freq == 0 || h->freq == 1000000000ull; }
-
-/* Encodes the next zones as RowBinary rows into out (room for cap bytes), in staging order.
- * Returns the bytes written, 0 when every zone is. */
-static size_t zenc_next(zenc* e, uint8_t* out, size_t cap) {
-  uint8_t* p = out;
-  size_t room = cap / ZONE_ROW;
-  while (room) {
-    if (e->k == e->h.count) {
-      if (e->i + sizeof(zrun) > e->len) break;
-      memcpy(&e->h, e->raw + e->i, sizeof e->h);
-      e->i += sizeof e->h;
-      e->k = 0;
-      continue;
-    }
-    uint32_t m = e->h.count - e->k;
-    if (m > room) m = (uint32_t)room;
-    const uint8_t* z = e->raw + e->i;
-    const zrun h = e->h;
-    uint64_t n = h.n0 + e->k;
-    int exact = run_exact(&h);
-    for (uint32_t k = 0; k < m; k++, z += sizeof(tmk__tap_zrec), p += ZONE_ROW, n++)
-      put_zone_row(p, &h, z, n, exact);
-    e->i += (size_t)m * sizeof(tmk__tap_zrec);
-    e->k += m;
-    room -= m;
-  }
-  return (size_t)(p - out);
-}
-
-/* Sorting a batch's zones by (session, site, n) — the tables' ORDER BY — before they are sent:
- * ClickHouse then skips its own sort of the inserted block, which is most of its INSERT cost
- * (18.16, measured: 2.1 M rows/s unsorted, 4.7 M rows/s sorted, one INSERT at a time). A
- * counting sort: each zone's (session, site) bucket is found once in a hash table (pass 1),
- * buckets are ordered, and the rows are encoded straight into their final place (pass 2). */
-typedef struct zsort {
-  struct zkey {
-    uint64_t sid;
-    uint32_t site, id; /* id: bucket, UINT32_MAX = empty */
-  } * tab;
-  uint32_t tcap, nb;   /* table size (power of two), buckets */
-  struct zbucket {
-    uint64_t sid;
-    uint32_t site, count; /* count, then the next row's place */
-  } * bk;
-  uint32_t bcap;
-  struct zkey* rank; /* buckets in (sid, site) order */
-  uint32_t* order; /* bucket of each zone, in staging order */
-  size_t ocap;
-} zsort;
-
-static inline uint32_t zkey_hash(uint64_t sid, uint32_t site) {
-  uint64_t h = (sid ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull)) * 0xC2B2AE3D27D4EB4Full;
-  return (uint32_t)(h >> 32);
-}
-
-static int zsort_grow(zsort* z) {
-  uint32_t ncap = z->tcap ? z->tcap * 2 : 1024;
-  struct zkey* nt = malloc((size_t)ncap * sizeof *nt);
-  if (!nt) return -1;
-  for (uint32_t i = 0; i < ncap; i++) nt[i].id = UINT32_MAX;
-  for (uint32_t i = 0; i < z->tcap; i++) {
-    if (z->tab[i].id == UINT32_MAX) continue;
-    uint32_t h = zkey_hash(z->tab[i].sid, z->tab[i].site) & (ncap - 1);
-    while (nt[h].id != UINT32_MAX) h = (h + 1) & (ncap - 1);
-    nt[h] = z->tab[i];
-  }
-  free(z->tab);
-  z->tab = nt;
-  z->tcap = ncap;
-  return 0;
-}
-
-/* The bucket of (sid, site), made if new. UINT32_MAX when out of memory. */
-static inline uint32_t zsort_bucket(zsort* z, uint64_t sid, uint32_t site) {
-  uint32_t h = zkey_hash(sid, site) & (z->tcap - 1);
-  for (;;) {
-    struct zkey* e = &z->tab[h];
-    if (e->id == UINT32_MAX) break;
-    if (e->sid == sid && e->site == site) return e->id;
-    h = (h + 1) & (z->tcap - 1);
-  }
-  if ((z->nb + 1) * 2 > z->tcap || z->nb == z->bcap) {
-    if (z->nb == z->bcap) {
-      uint32_t nc = z->bcap ? z->bcap * 2 : 1024;
-      struct zbucket* nb = realloc(z->bk, (size_t)nc * sizeof *nb);
-      if (!nb) return UINT32_MAX;
-      z->bk = nb;
-      z->bcap = nc;
-    }
-    if ((z->nb + 1) * 2 > z->tcap && zsort_grow(z)) return UINT32_MAX;
-    return zsort_bucket(z, sid, site);
-  }
-  z->tab[h].sid = sid;
-  z->tab[h].site = site;
-  z->tab[h].id = z->nb;
-  z->bk[z->nb].sid = sid;
-  z->bk[z->nb].site = site;
-  z->bk[z->nb].count = 0;
-  return z->nb++;
-}
-
-static int zkey_cmp(const void* a, const void* b) {
-  const struct zkey* x = a;
-  const struct zkey* y = b;
-  if (x->sid != y->sid) return x->sid < y->sid ? -1 : 1;
-  return x->site < y->site ? -1 : x->site > y->site;
-}
-
 typedef struct batch {
-  chbuf seg[T_COUNT]; /* RowBinary rows per table; zones only when read back from a spill file */
-  chbuf zraw;         /* zones staged by the loop, not encoded yet (rows[T_ZONES] of them) */
-  uint32_t rows[T_COUNT];
+  chbuf seg[T_COUNT]; /* RowBinary rows per table */
+  uint32_t rows[T_COUNT]; /* rows each table gets (zone_runs: the zones rows they make) */
   uint32_t done;       /* bit per table: already accepted by ClickHouse */
   uint64_t first_ms;   /* when its first row was staged */
   uint64_t total_rows;
@@ -280,90 +195,20 @@ typedef struct batch {
 
 static void batch_free(batch* b) {
   if (!b) return;
-  for (int t = 0; t < T_COUNT; t++) free(b->seg[t].p);
-  free(b->zraw.p);
+  for (int t = 0; t < T_COUNT; t++) buf_free(&b->seg[t]);
   free(b);
 }
 
 /* Bytes the batch holds in memory. */
 static size_t batch_bytes(const batch* b) {
-  size_t n = b->zraw.len;
+  size_t n = 0;
   for (int t = 0; t < T_COUNT; t++) n += b->seg[t].len;
   return n;
 }
 
-/* The raw zones of table t to encode, or NULL when its RowBinary rows are in its segment. */
-static int table_raw(const batch* b, int t) { return t == T_ZONES && b->zraw.len; }
-
-/* Bytes of table t's RowBinary rows. */
-static size_t table_len(const batch* b, int t) {
-  return table_raw(b, t) ? (size_t)b->rows[T_ZONES] * ZONE_ROW : b->seg[t].len;
-}
-
-/* Encodes all raw zones of the batch into out, sorted by (session, site, n). Returns the bytes
- * written (rows * ZONE_ROW), 0 when out of memory. [sink thread] */
-static size_t encode_sorted(zsort* z, const batch* b, chbuf* out) {
-  size_t rows = b->rows[T_ZONES];
-  const uint8_t* raw = b->zraw.p;
-  size_t len = b->zraw.len;
-  out->len = 0;
-  if (!buf_room(out, rows * ZONE_ROW)) return 0;
-  if (z->ocap < rows) {
-    uint32_t* no = realloc(z->order, rows * sizeof *no);
-    if (!no) return 0;
-    z->order = no;
-    z->ocap = rows;
-  }
-  if (!z->tcap && zsort_grow(z)) return 0;
-  for (uint32_t i = 0; i < z->tcap; i++) z->tab[i].id = UINT32_MAX;
-  z->nb = 0;
-  /* pass 1: the bucket of every zone, and the buckets' sizes */
-  size_t j = 0;
-  for (size_t i = 0; i + sizeof(zrun) <= len;) {
-    zrun h;
-    memcpy(&h, raw + i, sizeof h);
-    i += sizeof h;
-    if (h.count > rows - j) return 0; /* cannot happen: rows counts every staged zone */
-    for (uint32_t k = 0; k < h.count; k++, i += sizeof(tmk__tap_zrec)) {
-      uint32_t site;
-      memcpy(&site, raw + i + offsetof(tmk__tap_zrec, site), 4);
-      uint32_t id = zsort_bucket(z, h.sid, site);
-      if (id == UINT32_MAX) return 0;
-      z->bk[id].count++;
-      z->order[j++] = id;
-    }
-  }
-  if (j != rows) return 0;
-  /* buckets in key order; each one's count becomes its first row's place */
-  struct zkey* nr = realloc(z->rank, (size_t)(z->nb ? z->nb : 1) * sizeof *nr);
-  if (!nr) return 0;
-  z->rank = nr;
-  for (uint32_t i = 0; i < z->nb; i++) {
-    z->rank[i].sid = z->bk[i].sid;
-    z->rank[i].site = z->bk[i].site;
-    z->rank[i].id = i;
-  }
-  qsort(z->rank, z->nb, sizeof *z->rank, zkey_cmp);
-  uint32_t at = 0;
-  for (uint32_t r = 0; r < z->nb; r++) {
-    struct zbucket* bk = &z->bk[z->rank[r].id];
-    uint32_t c = bk->count;
-    bk->count = at;
-    at += c;
-  }
-  /* pass 2: every row straight into its place (n grows within a bucket: staging order) */
-  j = 0;
-  for (size_t i = 0; i + sizeof(zrun) <= len;) {
-    zrun h;
-    memcpy(&h, raw + i, sizeof h);
-    i += sizeof h;
-    int exact = run_exact(&h);
-    for (uint32_t k = 0; k < h.count; k++, i += sizeof(tmk__tap_zrec), j++)
-      put_zone_row(out->p + (size_t)z->bk[z->order[j]].count++ * ZONE_ROW, &h, raw + i,
-                   h.n0 + k, exact);
-  }
-  out->len = rows * ZONE_ROW;
-  return out->len;
+/* Zones rows the batch makes, either way. */
+static uint64_t batch_zones(const batch* b) {
+  return (uint64_t)b->rows[T_ZONES] + b->rows[T_ZONE_RUNS];
 }
 
 /* =============================================================================================
@@ -387,15 +232,12 @@ struct tmk__ch_sess {
 
 struct tmk__ch {
   /* configuration (immutable) */
-  char host[128];
-  char port[8];
-  char params[512]; /* URL query string without '?', e.g. database=telemark */
-  char db[64];
+  tmk__ch_endpoint ep; /* host, port, URL parameters, database, timeout */
   char spill_dir[512];
   char relay_name[128];
   tmk__logger* log;
   uint64_t spill_max, queue_max;
-  uint32_t batch_bytes, batch_ms, timeout_ms;
+  uint32_t batch_bytes, batch_ms;
   /* [loop] staging */
   batch* stage;
   uint64_t spill_seq;
@@ -412,9 +254,6 @@ struct tmk__ch {
   tmk__ch_stats st;
   batch* pool; /* sent batches kept for reuse: their pages stay mapped (no page faults) */
   uint32_t npool;
-  /* [sink thread] zones encoded for the request being sent (reused: no page faults) */
-  chbuf enc;
-  zsort zs;
   pthread_t thread;
   int thread_started;
 };
@@ -440,8 +279,6 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
     b->seg[t].oom = 0;
     b->rows[t] = 0;
   }
-  b->zraw.len = 0;
-  b->zraw.oom = 0;
   b->done = 0;
   b->total_rows = 0;
   b->bytes = 0;
@@ -452,266 +289,26 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * URL
+ * Requests (relay_clickhouse_http.c)
  * ------------------------------------------------------------------------------------------- */
-static int parse_url(const char* url, char* host, size_t hcap, char* port, size_t pcap,
-                     char* params, size_t qcap, char* db, size_t dcap) {
-  if (strncmp(url, "http://", 7) != 0) return -1;
-  const char* h = url + 7;
-  const char* end = h + strcspn(h, "/?");
-  const char* colon = memchr(h, ':', (size_t)(end - h));
-  const char* hend = colon ? colon : end;
-  if (hend == h || (size_t)(hend - h) >= hcap) return -1;
-  memcpy(host, h, (size_t)(hend - h));
-  host[hend - h] = 0;
-  if (colon) {
-    size_t n = (size_t)(end - colon - 1);
-    if (n == 0 || n >= pcap || strspn(colon + 1, "0123456789") < n) return -1;
-    memcpy(port, colon + 1, n);
-    port[n] = 0;
-    long p = strtol(port, NULL, 10);
-    if (p < 1 || p > 65535) return -1;
-  } else {
-    snprintf(port, pcap, "8123");
-  }
-  const char* q = strchr(end, '?');
-  if (*end == '/' && end[1] && end[1] != '?') return -1; /* only "/" as a path */
-  const char* qs = q ? q + 1 : "";
-  if (strlen(qs) >= qcap) return -1;
-  /* database=NAME: letters, digits, underscore (it is also used unquoted in DDL) */
-  snprintf(db, dcap, "telemark");
-  const char* d = strstr(qs, "database=");
-  if (d && (d == qs || d[-1] == '&')) {
-    d += 9;
-    size_t n = strcspn(d, "&");
-    if (n == 0 || n >= dcap) return -1;
-    for (size_t i = 0; i < n; i++) {
-      char c = d[i];
-      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '_'))
-        return -1;
-    }
-    memcpy(db, d, n);
-    db[n] = 0;
-    snprintf(params, qcap, "%s", qs);
-  } else {
-    snprintf(params, qcap, "database=%s%s%s", db, qs[0] ? "&" : "", qs);
-  }
-  for (const char* c = params; *c; c++)
-    if ((unsigned char)*c <= 0x20 || *c == '#') return -1;
-  return 0;
-}
-
-int tmk__ch_check_url(const char* url, char* err, size_t ecap) {
-  char host[128], port[8], params[512], db[64];
-  if (parse_url(url, host, sizeof host, port, sizeof port, params, sizeof params, db, sizeof db)) {
-    snprintf(err, ecap,
-             "--clickhouse '%s': expected http://HOST[:PORT]/[?database=NAME], e.g. "
-             "http://127.0.0.1:8123/?database=telemark (NAME: letters, digits, _)",
-             url);
-    return TMK_EINVAL;
-  }
-  return 0;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * HTTP: one request per connection (Connection: close), blocking with timeouts.
- * ------------------------------------------------------------------------------------------- */
-static void url_encode(chbuf* b, const char* s) {
-  static const char hex[] = "0123456789ABCDEF";
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-        c == '-' || c == '_' || c == '.' || c == '~') {
-      put_u8(b, c);
-    } else {
-      uint8_t e[3] = {'%', (uint8_t)hex[c >> 4], (uint8_t)hex[c & 15]};
-      put(b, e, 3);
-    }
-  }
-}
-
 static uint64_t mono_ms(void) { return tmk__now_ms(); }
-
-static int connect_to(tmk__ch* ch, char* err, size_t ecap) {
-  struct addrinfo hints, *ai = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  int rc = getaddrinfo(ch->host, ch->port, &hints, &ai);
-  if (rc != 0 || !ai) {
-    snprintf(err, ecap, "cannot resolve %s: %s", ch->host, gai_strerror(rc));
-    return -1;
-  }
-  int fd = -1;
-  for (struct addrinfo* a = ai; a; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
-    if (errno == EINPROGRESS) {
-      struct pollfd p = {fd, POLLOUT, 0};
-      int soerr = 0;
-      socklen_t sl = sizeof soerr;
-      if (poll(&p, 1, (int)ch->timeout_ms) == 1 &&
-          getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
-        break;
-      errno = soerr ? soerr : ETIMEDOUT;
-    }
-    close(fd);
-    fd = -1;
-  }
-  int e = errno;
-  freeaddrinfo(ai);
-  if (fd < 0) {
-    snprintf(err, ecap, "cannot connect to ClickHouse at %s:%s: %s", ch->host, ch->port,
-             strerror(e));
-    return -1;
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  struct timeval tv;
-  tv.tv_sec = (time_t)(ch->timeout_ms / 1000);
-  tv.tv_usec = (long)(ch->timeout_ms % 1000) * 1000;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  return fd;
-}
-
-static int send_all(int fd, const uint8_t* p, size_t n) {
-  while (n) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-/* POSTs `sql` (in the URL) with `body`. Returns 0 on HTTP 200 (the response body, up to rcap,
- * in resp when given), -1 with a sentence in err. */
-static int http_post_to(tmk__ch* ch, const char* params, const char* sql, const uint8_t* body,
-                        size_t blen, chbuf* resp, size_t rcap, char* err, size_t ecap) {
-  chbuf req = {0};
-  char head[256];
-  put(&req, "POST /?", 7);
-  put(&req, params, strlen(params));
-  put(&req, "&query=", 7);
-  url_encode(&req, sql);
-  int hn = snprintf(head, sizeof head,
-                    " HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/octet-stream\r\n"
-                    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                    ch->host, ch->port, blen);
-  put(&req, head, (size_t)hn);
-  if (req.oom) {
-    free(req.p);
-    snprintf(err, ecap, "out of memory");
-    return -1;
-  }
-  int fd = connect_to(ch, err, ecap);
-  if (fd < 0) {
-    free(req.p);
-    return -1;
-  }
-  int rc = send_all(fd, req.p, req.len);
-  free(req.p);
-  if (rc == 0 && blen) rc = send_all(fd, body, blen);
-  if (rc) {
-    snprintf(err, ecap, "sending to ClickHouse: %s", strerror(errno));
-    close(fd);
-    return -1;
-  }
-  chbuf in = {0};
-  for (;;) {
-    if (!buf_room(&in, 65536)) break;
-    ssize_t k = recv(fd, in.p + in.len, in.cap - in.len, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      snprintf(err, ecap, "no answer from ClickHouse within %u ms (%s)", ch->timeout_ms,
-               strerror(errno));
-      close(fd);
-      free(in.p);
-      return -1;
-    }
-    if (k == 0) break;
-    in.len += (size_t)k;
-    if (in.len > rcap + 65536) break; /* more than the caller wants: stop reading */
-  }
-  close(fd);
-  if (in.oom || in.len < 12 || memcmp(in.p, "HTTP/1.", 7) != 0) {
-    snprintf(err, ecap, "ClickHouse closed the connection without an HTTP answer");
-    free(in.p);
-    return -1;
-  }
-  int status = atoi((const char*)in.p + 9);
-  size_t hdr_end = 0;
-  for (size_t i = 0; i + 3 < in.len; i++)
-    if (memcmp(in.p + i, "\r\n\r\n", 4) == 0) {
-      hdr_end = i + 4;
-      break;
-    }
-  const uint8_t* bodyp = in.p + hdr_end;
-  size_t bodyn = hdr_end ? in.len - hdr_end : 0;
-  /* ClickHouse answers with chunked encoding to HTTP/1.1: undo it. */
-  int chunked = 0;
-  for (size_t i = 0; hdr_end && i + 26 < hdr_end; i++)
-    if (strncasecmp((const char*)in.p + i, "Transfer-Encoding: chunked", 26) == 0) chunked = 1;
-  chbuf plain = {0};
-  if (chunked) {
-    size_t i = 0;
-    while (i < bodyn) {
-      char* endp;
-      unsigned long n = strtoul((const char*)bodyp + i, &endp, 16);
-      size_t hl = (size_t)((const uint8_t*)endp - (bodyp + i));
-      const uint8_t* crlf = memchr(bodyp + i, '\n', bodyn - i);
-      if (!crlf || n == 0 || hl == 0) break;
-      i = (size_t)(crlf - bodyp) + 1;
-      if (n > bodyn - i) n = bodyn - i;
-      put(&plain, bodyp + i, n);
-      i += n + 2;
-    }
-    bodyp = plain.p ? plain.p : (const uint8_t*)"";
-    bodyn = plain.len;
-  }
-  if (status != 200) {
-    char msg[200];
-    size_t n = bodyn < sizeof msg - 1 ? bodyn : sizeof msg - 1;
-    memcpy(msg, bodyp, n);
-    msg[n] = 0;
-    for (size_t k = 0; k < n; k++)
-      if (msg[k] == '\n' || msg[k] == '\r') msg[k] = ' ';
-    snprintf(err, ecap, "ClickHouse answered %d: %s", status, msg);
-    free(in.p);
-    free(plain.p);
-    return -1;
-  }
-  if (resp) {
-    if (bodyn > rcap) {
-      snprintf(err, ecap, "ClickHouse's answer is larger than %zu bytes", rcap);
-      free(in.p);
-      free(plain.p);
-      return -1;
-    }
-    put(resp, bodyp, bodyn);
-  }
-  free(in.p);
-  free(plain.p);
-  return 0;
-}
 
 static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t blen, chbuf* resp,
                      size_t rcap, char* err, size_t ecap) {
-  return http_post_to(ch, ch->params, sql, body, blen, resp, rcap, err, ecap);
+  return tmk__ch_post(&ch->ep, ch->ep.params, sql, body, blen, resp, rcap, err, ecap);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Spill files: "TMKCH001", then per table: u8 table, u32 rows, u32 bytes, bytes; then a
- * CRC-32C of everything before it. Written to NAME.tmp and renamed, so a file is whole or absent.
- * ------------------------------------------------------------------------------------------- */
-#define SPILL_MAGIC "TMKCH001"
+const tmk__ch_endpoint* tmk__ch_endpoint_of(const tmk__ch* ch) { return &ch->ep; }
 
-static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int sync,
-                       chbuf* enc) {
+/* ---------------------------------------------------------------------------------------------
+ * Spill files: "TMKCH002", then per table: u8 table (T_*), u32 rows, u32 bytes, RowBinary rows;
+ * then a CRC-32C of everything before it. Written to NAME.tmp and renamed, so a file is whole or
+ * absent. "TMKCH001" files (relays before zone_runs: tables 0..6 only) are read the same way.
+ * ------------------------------------------------------------------------------------------- */
+#define SPILL_MAGIC "TMKCH002"
+#define SPILL_MAGIC_V1 "TMKCH001"
+
+static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int sync) {
   char tmp[620];
   snprintf(b->path, sizeof b->path, "%s/%020llu-%06llu.tmkch", ch->spill_dir,
            (unsigned long long)tmk__unix_ns(), (unsigned long long)(seq % 1000000));
@@ -727,26 +324,13 @@ static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int 
   for (int t = 0; t < T_COUNT && ok; t++) {
     if (!b->rows[t] || (b->done & (1u << t))) continue;
     uint8_t hd[9];
-    uint32_t n = (uint32_t)table_len(b, t);
+    uint32_t n = (uint32_t)b->seg[t].len;
     hd[0] = (uint8_t)t;
     memcpy(hd + 1, &b->rows[t], 4);
     memcpy(hd + 5, &n, 4);
     crc = tmk__crc32c(crc, hd, 9);
-    ok = write(fd, hd, 9) == 9;
-    if (!table_raw(b, t)) {
-      crc = tmk__crc32c(crc, b->seg[t].p, n);
-      ok = ok && write(fd, b->seg[t].p, n) == (ssize_t)n;
-    } else if (ok && !buf_room(enc, ZONE_PIECE)) {
-      ok = 0;
-    } else if (ok) {
-      zenc e;
-      zenc_init(&e, b->zraw.p, b->zraw.len);
-      size_t k;
-      while (ok && (k = zenc_next(&e, enc->p, ZONE_PIECE)) > 0) {
-        crc = tmk__crc32c(crc, enc->p, k);
-        ok = write(fd, enc->p, k) == (ssize_t)k;
-      }
-    }
+    crc = tmk__crc32c(crc, b->seg[t].p, n);
+    ok = write(fd, hd, 9) == 9 && write(fd, b->seg[t].p, n) == (ssize_t)n;
     *size += 9 + (uint64_t)n;
   }
   ok = ok && write(fd, &crc, 4) == 4 && (!sync || fdatasync(fd) == 0);
@@ -759,7 +343,9 @@ static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int 
   return 0;
 }
 
-static batch* spill_read(const char* path) {
+/* The batch in a spill file, or NULL with why ("" when the file cannot be read at all). */
+static batch* spill_read(const char* path, const char** why) {
+  *why = "";
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
   struct stat sb;
@@ -771,7 +357,11 @@ static batch* spill_read(const char* path) {
   size_t n = (size_t)sb.st_size;
   uint32_t crc;
   memcpy(&crc, d + n - 4, 4);
-  if (memcmp(d, SPILL_MAGIC, 8) != 0 || tmk__crc32c(0, d, n - 4) != crc) goto out;
+  int v1 = memcmp(d, SPILL_MAGIC_V1, 8) == 0;
+  *why = "is not a spill file of a format this relay reads (TMKCH001, TMKCH002)";
+  if (!v1 && memcmp(d, SPILL_MAGIC, 8) != 0) goto out;
+  *why = "is corrupt (checksum or framing)";
+  if (tmk__crc32c(0, d, n - 4) != crc) goto out;
   b = calloc(1, sizeof *b);
   if (!b) goto out;
   size_t i = 8;
@@ -781,7 +371,7 @@ static batch* spill_read(const char* path) {
     memcpy(&rows, d + i + 1, 4);
     memcpy(&len, d + i + 5, 4);
     i += 9;
-    if (t >= T_COUNT || len > n - 4 - i || b->rows[t]) {
+    if (t >= (v1 ? T_ZONE_RUNS : T_COUNT) || len > n - 4 - i || b->rows[t]) {
       batch_free(b);
       b = NULL;
       goto out;
@@ -847,8 +437,8 @@ static void spill_scan(tmk__ch* ch) {
 static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
   char sql[1024];
   /* CREATE DATABASE goes to the "default" database: the URL's may not exist yet. */
-  snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->db);
-  if (http_post_to(ch, "database=default", sql, NULL, 0, NULL, 0, err, ecap)) return -1;
+  snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->ep.db);
+  if (tmk__ch_post(&ch->ep, "database=default", sql, NULL, 0, NULL, 0, err, ecap)) return -1;
   for (int t = 0; t < T_COUNT; t++) {
     chbuf q = {0};
     put(&q, "CREATE TABLE IF NOT EXISTS ", 27);
@@ -864,13 +454,77 @@ static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
   snprintf(sql, sizeof sql,
            "SELECT type FROM system.columns WHERE database = '%s' AND table = 'zones' AND "
            "name = 'depth'",
-           ch->db);
+           ch->ep.db);
   chbuf type = {0};
   int rc = http_post(ch, sql, NULL, 0, &type, 256, err, ecap);
   if (rc == 0 && type.len >= 6 && memcmp(type.p, "UInt16", 6) == 0)
     rc = http_post(ch, "ALTER TABLE zones MODIFY COLUMN depth UInt8", NULL, 0, NULL, 0, err, ecap);
   free(type.p);
+  /* the view that turns zone_runs into zones rows; databases of earlier relays get it here */
+  if (rc == 0) rc = http_post(ch, k_zone_view, NULL, 0, NULL, 0, err, ecap);
   return rc ? -1 : 0;
+}
+
+/* Walks the zone_runs rows in p: calls fn on the session id and rank byte of each. Returns -1
+ * when the rows do not parse (then they are sent as they are; ClickHouse judges them). */
+static int each_run(uint8_t* p, size_t len, void (*fn)(void*, uint64_t, uint8_t*), void* ud) {
+  size_t i = 0;
+  while (i < len) {
+    if (len - i < RUN_FIXED + 1) return -1;
+    uint64_t sid, count = 0;
+    memcpy(&sid, p + i + 2, 8);
+    uint8_t* rank = p + i + 10;
+    size_t j = i + RUN_FIXED;
+    for (int shift = 0;; shift += 7) {
+      if (j >= len || shift > 28) return -1;
+      count |= (uint64_t)(p[j] & 0x7f) << shift;
+      if (!(p[j++] & 0x80)) break;
+    }
+    if (count > (len - j) / sizeof(tmk__tap_zrec)) return -1;
+    fn(ud, sid, rank);
+    i = j + (size_t)count * sizeof(tmk__tap_zrec);
+  }
+  return 0;
+}
+
+typedef struct zorder {
+  uint64_t sid[256]; /* the sessions of the INSERT, in id order once sorted (at most 256) */
+  uint32_t n;        /* beyond 256 sessions the rest get rank 255: not sorted, still right */
+} zorder;
+
+static void zorder_add(void* ud, uint64_t sid, uint8_t* rank) {
+  zorder* z = ud;
+  (void)rank;
+  if (z->n && z->sid[z->n - 1] == sid) return; /* runs of one session come in streaks */
+  for (uint32_t k = 0; k < z->n; k++)
+    if (z->sid[k] == sid) return;
+  if (z->n < 256) z->sid[z->n++] = sid;
+}
+
+static int u64_cmp(const void* a, const void* b) {
+  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
+  return x < y ? -1 : x > y;
+}
+
+static void zorder_set(void* ud, uint64_t sid, uint8_t* rank) {
+  const zorder* z = ud;
+  uint32_t lo = 0, hi = z->n;
+  while (lo < hi) { /* binary search: sid[] is sorted */
+    uint32_t mid = (lo + hi) / 2;
+    if (z->sid[mid] < sid) lo = mid + 1;
+    else hi = mid;
+  }
+  *rank = (uint8_t)(lo < z->n && z->sid[lo] == sid ? lo : 255);
+}
+
+/* Gives every zone_runs row its session's rank in id order (k_zone_view's ORDER BY): a walk
+ * over the run headers, nothing per zone. [sink thread, which owns the batch] */
+static void zone_order(chbuf* runs) {
+  zorder z;
+  z.n = 0;
+  if (each_run(runs->p, runs->len, zorder_add, &z)) return;
+  qsort(z.sid, z.n, sizeof z.sid[0], u64_cmp);
+  each_run(runs->p, runs->len, zorder_set, &z);
 }
 
 /* Sends every table of the batch not yet accepted. Returns 0 when all are in. */
@@ -879,16 +533,9 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     if (!b->rows[t] || (b->done & (1u << t))) continue;
     char sql[96];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
-    size_t len = table_len(b, t);
-    const uint8_t* body = b->seg[t].p;
-    if (table_raw(b, t)) {
-      if (encode_sorted(&ch->zs, b, &ch->enc) != len) {
-        snprintf(err, ecap, "out of memory encoding a batch");
-        return -1;
-      }
-      body = ch->enc.p;
-    }
-    if (http_post(ch, sql, body, len, NULL, 0, err, ecap)) return -1;
+    size_t len = b->seg[t].len;
+    if (t == T_ZONE_RUNS) zone_order(&b->seg[t]);
+    if (http_post(ch, sql, b->seg[t].p, len, NULL, 0, err, ecap)) return -1;
     b->done |= 1u << t;
     pthread_mutex_lock(&ch->mu);
     ch->st.rows_sent += b->rows[t];
@@ -903,13 +550,11 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
  * (a process crash keeps it, a power loss may not) so that ingest never waits for the disk. */
 static void spill_or_drop_locked(tmk__ch* ch, batch* b, int sync) {
   uint64_t seq = ++ch->spill_seq;
-  size_t sz = b->bytes - b->zraw.len + (size_t)b->rows[T_ZONES] * ZONE_ROW + 64;
+  size_t sz = b->bytes + 12 + 9 * T_COUNT; /* the file: magic, table headers, CRC */
   if (ch->disk_bytes + sz <= ch->spill_max) {
     pthread_mutex_unlock(&ch->mu);
     uint64_t written = 0;
-    chbuf loop_tmp = {0}; /* the loop's rare spill encodes zones into its own buffer */
-    int rc = spill_write(ch, b, seq, &written, sync, sync ? &ch->enc : &loop_tmp);
-    free(loop_tmp.p);
+    int rc = spill_write(ch, b, seq, &written, sync);
     pthread_mutex_lock(&ch->mu);
     if (rc == 0) {
       ch->disk_batches++;
@@ -998,15 +643,18 @@ static void* sink_main(void* arg) {
           ch->disk_bytes = 0;
           continue;
         }
-        b = spill_read(path);
+        const char* why;
+        b = spill_read(path, &why);
         if (!b) {
           struct stat sb;
           uint64_t sz = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
           char bad[1200];
           snprintf(bad, sizeof bad, "%s.bad", path);
           rename(path, bad);
-          set_error(ch, "spill file %s is corrupt; renamed to .bad%s", path, "");
+          set_error(ch, "spill file %s %s; renamed to .bad", path,
+                    why[0] ? why : "cannot be read");
           pthread_mutex_lock(&ch->mu);
+          tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s", ch->st.last_error);
           ch->disk_batches--;
           ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
           continue;
@@ -1028,7 +676,9 @@ static void* sink_main(void* arg) {
         recycle_locked(ch, b);
       }
       ch->st.up = 1;
-      if (was_up != 1) tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->host, ch->port);
+      if (was_up != 1)
+        tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->ep.host,
+                       ch->ep.port);
       was_up = 1;
       backoff = 0;
     } else {
@@ -1036,7 +686,8 @@ static void* sink_main(void* arg) {
       ch->st.errors++;
       ch->st.up = 0;
       if (was_up != 0)
-        tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s; spilling to %s and retrying", err, ch->spill_dir);
+        tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s; spilling to %s and retrying", err,
+                       ch->spill_dir);
       was_up = 0;
       if (b && !from_disk) {
         /* Tables already accepted are not in the spill file (send_batch marked them done). */
@@ -1077,9 +728,10 @@ static batch* stage(tmk__ch* ch) {
     ch->stage = b ? b : calloc(1, sizeof *ch->stage);
     if (!ch->stage) return NULL;
     ch->stage->first_ms = mono_ms();
-    /* room for a full batch of zones (16 bytes + run headers each) up front: no reallocs
-     * (2 MiB-aligned buffers, for transparent huge pages, were tried: docs/SCALE.md) */
-    buf_room(&ch->stage->zraw, ch->batch_bytes / ZONE_ROW * 20 + 65536);
+    /* room for a full batch of zone runs up front: no reallocs (untouched pages cost nothing;
+     * 2 MiB-aligned buffers, for transparent huge pages, were tried: docs/SCALE.md) */
+    if (!ch->stage->seg[T_ZONE_RUNS].cap)
+      buf_map(&ch->stage->seg[T_ZONE_RUNS], ch->batch_bytes + 65536);
   }
   return ch->stage;
 }
@@ -1089,7 +741,7 @@ static void seal(tmk__ch* ch) {
   if (!b) return;
   ch->stage = NULL;
   b->bytes = batch_bytes(b);
-  int oom = b->zraw.oom;
+  int oom = 0;
   for (int t = 0; t < T_COUNT; t++) oom |= b->seg[t].oom;
   pthread_mutex_lock(&ch->mu);
   if (oom) {
@@ -1113,6 +765,40 @@ static void seal(tmk__ch* ch) {
   pthread_mutex_unlock(&ch->mu);
 }
 
+/* [loop] Seals a batch whose zones are full. Rows of the other tables younger than batch_ms
+ * move on to the next batch instead: each INSERT makes a part in its table (files to create,
+ * parts to merge: most of ClickHouse's work per batch for tables this small), so they go at
+ * most every batch_ms, as zones would without the size bound, not with every zone batch. */
+static void seal_zones(tmk__ch* ch) {
+  batch* b = ch->stage;
+  if (!b) return;
+  uint64_t first = b->first_ms;
+  if (mono_ms() - first >= ch->batch_ms) {
+    seal(ch);
+    return;
+  }
+  ch->stage = NULL;
+  batch* nb = stage(ch);
+  ch->stage = b;
+  if (!nb) {
+    seal(ch);
+    return;
+  }
+  for (int t = 0; t < T_COUNT; t++) {
+    if (t == T_ZONES || t == T_ZONE_RUNS || !b->rows[t]) continue;
+    chbuf tmp = nb->seg[t];
+    nb->seg[t] = b->seg[t];
+    b->seg[t] = tmp;
+    nb->rows[t] = b->rows[t];
+    nb->total_rows += b->rows[t];
+    b->total_rows -= b->rows[t];
+    b->rows[t] = 0;
+  }
+  nb->first_ms = first;
+  seal(ch);
+  ch->stage = nb;
+}
+
 static inline batch* row(tmk__ch* ch, int table) {
   batch* b = stage(ch);
   if (!b) return NULL;
@@ -1125,34 +811,49 @@ static inline void after_row(tmk__ch* ch, batch* b, int table) {
   if (b->seg[table].len >= ch->batch_bytes) seal(ch);
 }
 
-/* [loop] A run of zones: copied raw behind a header; the sink thread encodes them. */
+/* [loop] A run of zones of one thread: a zone_runs row (header + the store's records, one
+ * memcpy) when its ticks are ns, else zones rows converted here. */
 static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
                       uint32_t n) {
   tmk__ch_sess* cs = ud;
   tmk__ch* ch = cs->ch;
   batch* b = stage(ch);
-  if (!b) return;
-  b->rows[T_ZONES] += n;
-  b->total_rows += n;
-  zrun h;
-  memset(&h, 0, sizeof h);
-  h.sid = cs->sid;
-  h.n0 = cs->zones;
-  h.base = base;
-  h.freq = freq;
-  h.thread = thread;
-  h.count = n;
-  h.day = cs->day;
+  if (!b || n == 0) return;
+  uint64_t n0 = cs->zones;
   cs->zones += n;
-  chbuf* o = &b->zraw;
-  size_t need = sizeof h + (size_t)n * sizeof(tmk__tap_zrec);
-  if (buf_room(o, need)) { /* else counted as dropped when sealed */
-    memcpy(o->p + o->len, &h, sizeof h);
-    memcpy(o->p + o->len + sizeof h, recs, (size_t)n * sizeof(tmk__tap_zrec));
-    o->len += need;
+  b->total_rows += n;
+  if (run_exact(freq)) {
+    b->rows[T_ZONE_RUNS] += n;
+    chbuf* o = &b->seg[T_ZONE_RUNS];
+    size_t rec_bytes = (size_t)n * sizeof(tmk__tap_zrec);
+    buf_populate(o, RUN_HEAD + rec_bytes);
+    if (buf_room(o, RUN_HEAD + rec_bytes)) { /* else counted as dropped when sealed */
+      uint8_t* p = o->p + o->len;
+      memcpy(p, &cs->day, 2);
+      memcpy(p + 2, &cs->sid, 8);
+      p[10] = 0; /* rank: set when sent (zone_order) */
+      memcpy(p + 11, &thread, 4);
+      memcpy(p + 15, &n0, 8);
+      memcpy(p + 23, &base, 8);
+      p += RUN_FIXED;
+      uint32_t x = n;
+      for (; x > 0x7f; x >>= 7) *p++ = (uint8_t)(x | 0x80);
+      *p++ = (uint8_t)x;
+      memcpy(p, recs, rec_bytes);
+      o->len = (size_t)(p + rec_bytes - o->p);
+    }
+  } else {
+    b->rows[T_ZONES] += n;
+    chbuf* o = &b->seg[T_ZONES];
+    if (buf_room(o, (size_t)n * ZONE_ROW)) {
+      const uint8_t* r = recs;
+      for (uint32_t k = 0; k < n; k++, r += sizeof(tmk__tap_zrec), o->len += ZONE_ROW)
+        put_zone_row(o->p + o->len, cs->day, cs->sid, thread, base, freq, r, n0 + k);
+    }
   }
-  if ((uint64_t)b->rows[T_ZONES] * ZONE_ROW >= ch->batch_bytes || o->len >= ch->batch_bytes)
-    seal(ch);
+  if (batch_zones(b) * ZONE_ROW >= ch->batch_bytes || b->seg[T_ZONE_RUNS].len >= ch->batch_bytes ||
+      b->seg[T_ZONES].len >= ch->batch_bytes)
+    seal_zones(ch);
 }
 
 static uint64_t frame_dur(tmk__ch_sess* cs, uint32_t thread, uint32_t site, uint64_t t) {
@@ -1344,15 +1045,14 @@ tmk__ch* tmk__ch_new(const tmk__ch_desc* d, char* err, size_t ecap) {
     snprintf(err, ecap, "out of memory");
     return NULL;
   }
-  parse_url(d->url, ch->host, sizeof ch->host, ch->port, sizeof ch->port, ch->params,
-            sizeof ch->params, ch->db, sizeof ch->db);
+  tmk__ch_parse_url(d->url, &ch->ep);
   snprintf(ch->spill_dir, sizeof ch->spill_dir, "%s", d->spill_dir);
   ch->log = d->log;
   ch->spill_max = d->spill_max ? d->spill_max : (1ull << 30);
   ch->queue_max = d->queue_max ? d->queue_max : (128ull << 20);
   ch->batch_bytes = d->batch_bytes ? d->batch_bytes : (16u << 20);
   ch->batch_ms = d->batch_ms ? d->batch_ms : 500;
-  ch->timeout_ms = d->timeout_ms ? d->timeout_ms : 10000;
+  ch->ep.timeout_ms = d->timeout_ms ? d->timeout_ms : 10000;
   if (d->relay_name) snprintf(ch->relay_name, sizeof ch->relay_name, "%s", d->relay_name);
   else if (gethostname(ch->relay_name, sizeof ch->relay_name) != 0)
     snprintf(ch->relay_name, sizeof ch->relay_name, "relay");
@@ -1393,11 +1093,6 @@ void tmk__ch_free(tmk__ch* ch) {
     pthread_join(ch->thread, NULL);
   }
   batch_free(ch->stage);
-  free(ch->enc.p);
-  free(ch->zs.tab);
-  free(ch->zs.bk);
-  free(ch->zs.rank);
-  free(ch->zs.order);
   while (ch->pool) {
     batch* b = ch->pool;
     ch->pool = b->next;
@@ -1423,10 +1118,10 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j) {
   tmk__json_begin_obj(j);
   tmk__json_key(j, "host");
   char hp[160];
-  snprintf(hp, sizeof hp, "%s:%s", ch->host, ch->port);
+  snprintf(hp, sizeof hp, "%s:%s", ch->ep.host, ch->ep.port);
   tmk__json_cstr(j, hp);
   tmk__json_key(j, "database");
-  tmk__json_cstr(j, ch->db);
+  tmk__json_cstr(j, ch->ep.db);
   tmk__json_key(j, "up");
   tmk__json_bool(j, s.up);
   tmk__json_key(j, "rows_sent");
@@ -1450,205 +1145,4 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j) {
   tmk__json_key(j, "last_error");
   tmk__json_cstr(j, s.last_error);
   tmk__json_end_obj(j);
-}
-
-/* =============================================================================================
- * History queries (docs/CLICKHOUSE.md "Queries"): fixed SQL templates; the parameters are
- * checked (length, no control bytes) and quoted here. Results as JSONEachRow, wrapped into
- * {"query": NAME, "rows": [...]}.
- * ============================================================================================= */
-#define HIST_MAX_ANSWER (8u << 20)
-
-/* Appends 'text' as a ClickHouse string literal. Returns -1 for text a parameter may not hold. */
-static int put_literal(chbuf* q, const char* s) {
-  size_t n = strlen(s);
-  if (n > 256) return -1;
-  put_u8(q, '\'');
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c < 0x20 || c == 0x7f) return -1;
-    if (c == '\'' || c == '\\') put_u8(q, '\\');
-    put_u8(q, c);
-  }
-  put_u8(q, '\'');
-  return 0;
-}
-
-static void put_s(chbuf* q, const char* s) { put(q, s, strlen(s)); }
-
-static int param_uint(tmk__ch_param_fn get, void* ud, const char* key, long lo, long hi, long def,
-                      long* out) {
-  const char* v = get(ud, key);
-  if (!v || !*v) {
-    *out = def;
-    return 0;
-  }
-  char* end;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || *end || x < lo || x > hi) return -1;
-  *out = x;
-  return 0;
-}
-
-/* "(SELECT session FROM sessions FINAL WHERE program = P [AND build IN (A, B)] AND day >= ...)" */
-static int put_sessions(chbuf* q, const char* program, const char* a, const char* b, long days) {
-  char tmp[64];
-  put_s(q, "(SELECT session FROM sessions FINAL WHERE program = ");
-  if (put_literal(q, program)) return -1;
-  if (a) {
-    put_s(q, " AND build IN (");
-    if (put_literal(q, a)) return -1;
-    put_s(q, ", ");
-    if (put_literal(q, b)) return -1;
-    put_s(q, ")");
-  }
-  snprintf(tmp, sizeof tmp, " AND day >= today() - %ld)", days);
-  put_s(q, tmp);
-  return 0;
-}
-
-int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* ud, tmk__json* out,
-                    char* err, size_t ecap) {
-  chbuf q = {0};
-  const char* program = get(ud, "program");
-  const char* site = get(ud, "site");
-  const char* what = get(ud, "what");
-  const char* by = get(ud, "by");
-  const char* a = get(ud, "a");
-  const char* b = get(ud, "b");
-  long days, limit;
-  char tmp[160];
-  int bad = 0;
-  if (param_uint(get, ud, "days", 1, 3650, 30, &days) ||
-      param_uint(get, ud, "limit", 1, 500, 20, &limit)) {
-    snprintf(err, ecap, "days must be 1..3650 and limit 1..500");
-    return TMK_EINVAL;
-  }
-  if (strcmp(name, "programs") == 0) {
-    snprintf(tmp, sizeof tmp, "day >= today() - %ld", days);
-    put_s(&q, "SELECT program, count() AS sessions, uniqExact(build) AS builds, "
-              "max(created_unix_ns) AS last_unix_ns FROM sessions FINAL WHERE ");
-    put_s(&q, tmp);
-    put_s(&q, " GROUP BY program ORDER BY last_unix_ns DESC LIMIT 200");
-  } else if (!program || !*program) {
-    snprintf(err, ecap, "this query needs program=NAME");
-    return TMK_EINVAL;
-  } else if (strcmp(name, "builds") == 0) {
-    put_s(&q, "SELECT build, count() AS sessions, min(created_unix_ns) AS first_unix_ns, "
-              "max(created_unix_ns) AS last_unix_ns, groupUniqArray(label) AS labels "
-              "FROM sessions FINAL WHERE program = ");
-    bad |= put_literal(&q, program);
-    snprintf(tmp, sizeof tmp, " AND day >= today() - %ld", days);
-    put_s(&q, tmp);
-    put_s(&q, " GROUP BY build ORDER BY first_unix_ns LIMIT 1000");
-  } else if (strcmp(name, "sites") == 0) {
-    /* zone sites (TMK_SITE_ZONE 0, TMK_SITE_MARKER 1) and frame sites (TMK_SITE_FRAME 4) */
-    put_s(&q, "SELECT name, kind IN (0, 1) ? 'zone' : 'frame' AS what, count() AS sessions "
-              "FROM sites FINAL WHERE kind IN (0, 1, 4) AND session IN ");
-    bad |= put_sessions(&q, program, NULL, NULL, days);
-    put_s(&q, " GROUP BY name, what ORDER BY what DESC, name LIMIT 5000");
-  } else if (strcmp(name, "trend") == 0) {
-    int frames = what && strcmp(what, "frame") == 0;
-    int night = by && strcmp(by, "night") == 0;
-    if ((what && *what && !frames && strcmp(what, "zone") != 0) ||
-        (by && *by && !night && strcmp(by, "build") != 0) || (!frames && (!site || !*site))) {
-      snprintf(err, ecap, "trend needs what=zone&site=NAME or what=frame[&site=NAME], "
-                          "and by=build or by=night");
-      return TMK_EINVAL;
-    }
-    put_s(&q, night ? "SELECT toString(sday) AS key" : "SELECT build AS key");
-    put_s(&q, ", quantile(0.5)(dur_ns) AS p50, quantile(0.95)(dur_ns) AS p95, "
-              "max(dur_ns) AS max, count() AS n, uniqExact(session) AS sessions, "
-              "min(created_unix_ns) AS first_unix_ns FROM ");
-    put_s(&q, frames ? "frames FINAL" : "zones FINAL");
-    put_s(&q, " ANY INNER JOIN (SELECT session, build, day AS sday, created_unix_ns FROM "
-              "sessions FINAL WHERE program = ");
-    bad |= put_literal(&q, program);
-    snprintf(tmp, sizeof tmp, " AND day >= today() - %ld) USING session WHERE day >= today() - %ld",
-             days, days);
-    put_s(&q, tmp);
-    if (frames) put_s(&q, " AND dur_ns > 0");
-    if (site && *site) {
-      put_s(&q, " AND (session, site) IN (SELECT session, site FROM sites FINAL WHERE name = ");
-      bad |= put_literal(&q, site);
-      put_s(&q, ")");
-    }
-    put_s(&q, night ? " GROUP BY key ORDER BY key" : " GROUP BY key ORDER BY first_unix_ns");
-    put_s(&q, " LIMIT 1000");
-  } else if (strcmp(name, "diff") == 0) {
-    if (!a || !*a || !b || !*b) {
-      snprintf(err, ecap, "diff needs a=BUILD&b=BUILD");
-      return TMK_EINVAL;
-    }
-    chbuf s = {0};
-    bad |= put_sessions(&s, program, a, b, days);
-    put_u8(&s, 0);
-    put_s(&q, "SELECT name, quantileIf(0.5)(dur_ns, build = ");
-    bad |= put_literal(&q, a);
-    put_s(&q, ") AS a_p50, quantileIf(0.5)(dur_ns, build = ");
-    bad |= put_literal(&q, b);
-    put_s(&q, ") AS b_p50, countIf(build = ");
-    bad |= put_literal(&q, a);
-    put_s(&q, ") AS a_n, countIf(build = ");
-    bad |= put_literal(&q, b);
-    put_s(&q, ") AS b_n, (b_p50 + 1) / (a_p50 + 1) AS ratio FROM (SELECT session, dur_ns, name "
-              "FROM zones FINAL ANY INNER JOIN (SELECT session, site, name FROM sites FINAL "
-              "WHERE session IN ");
-    if (!s.oom && s.p) {
-      put_s(&q, (const char*)s.p);
-      put_s(&q, ") USING (session, site) WHERE session IN ");
-      put_s(&q, (const char*)s.p);
-      put_s(&q, ") ANY INNER JOIN (SELECT session, build FROM sessions FINAL WHERE session IN ");
-      put_s(&q, (const char*)s.p);
-    }
-    snprintf(tmp, sizeof tmp, ") USING session GROUP BY name HAVING a_n > 0 AND b_n > 0 "
-                              "ORDER BY abs(log(ratio)) DESC LIMIT %ld", limit);
-    put_s(&q, tmp);
-    free(s.p);
-  } else {
-    snprintf(err, ecap, "unknown history query '%.40s' (programs, builds, sites, trend, diff)",
-             name);
-    return TMK_ENOTFOUND;
-  }
-  put_s(&q, " FORMAT JSONEachRow");
-  put_u8(&q, 0);
-  if (bad || q.oom) {
-    free(q.p);
-    snprintf(err, ecap, "a parameter is longer than 256 bytes or holds control characters");
-    return TMK_EINVAL;
-  }
-  char params[700];
-  snprintf(params, sizeof params,
-           "%s&readonly=2&max_execution_time=30&output_format_json_quote_64bit_integers=0",
-           ch->params);
-  chbuf resp = {0};
-  int rc = http_post_to(ch, params, (const char*)q.p, NULL, 0, &resp, HIST_MAX_ANSWER, err,
-                        ecap);
-  free(q.p);
-  if (rc) {
-    free(resp.p);
-    return TMK_ESOCKET;
-  }
-  tmk__json_begin_obj(out);
-  tmk__json_key(out, "query");
-  tmk__json_cstr(out, name);
-  tmk__json_key(out, "rows");
-  tmk__json_raw(out, "[", 1);
-  int first = 1;
-  for (size_t i = 0; i < resp.len;) {
-    const uint8_t* nl = memchr(resp.p + i, '\n', resp.len - i);
-    size_t n = nl ? (size_t)(nl - (resp.p + i)) : resp.len - i;
-    if (n) {
-      if (!first) tmk__json_raw(out, ",", 1);
-      tmk__json_raw(out, (const char*)resp.p + i, n);
-      first = 0;
-    }
-    i += n + 1;
-  }
-  tmk__json_raw(out, "]", 1);
-  out->need_comma = 1;
-  tmk__json_end_obj(out);
-  free(resp.p);
-  return 0;
 }

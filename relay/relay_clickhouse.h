@@ -47,6 +47,10 @@ void tmk__ch_session_final(tmk__ch* ch, struct tmk__session* s);
 /* Frees a session's sink state (any thread; the loop no longer taps it). */
 void tmk__ch_sess_free(tmk__ch_sess* cs);
 
+/* The sink's ClickHouse endpoint (relay_clickhouse_http.h), immutable: any thread. */
+struct tmk__ch_endpoint;
+const struct tmk__ch_endpoint* tmk__ch_endpoint_of(const tmk__ch* ch);
+
 /* Counters for GET /api/relay (any thread). */
 typedef struct tmk__ch_stats {
   uint64_t rows_sent, batches_sent, bytes_sent;
@@ -70,6 +74,7 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j);
  * (TMK_EINVAL bad parameter, TMK_ENOTFOUND unknown query, TMK_ESOCKET ClickHouse unreachable).
  * Any thread; blocks for the ClickHouse round trip. */
 typedef const char* (*tmk__ch_param_fn)(void* ud, const char* key);
+/* (relay_history.c; the endpoint it queries is the sink's: tmk__ch_endpoint_of) */
 int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* ud, tmk__json* out,
                     char* err, size_t ecap);
 

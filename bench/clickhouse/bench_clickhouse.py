@@ -5,6 +5,9 @@ clickhouse-server (Debian's, started here in a temporary directory on free ports
                              (one relay, TCP targets sending flat out)
   RESULT relay_cpu_overhead  relay CPU seconds (all threads) with the sink / without it, same load
   RESULT fanin_zones_per_s   8 relays, one target each, into the same ClickHouse
+  RESULT clickhouse_cpu_ns_per_zone  ClickHouse's CPU (all threads) per zone in the one-relay run,
+                             from the first packet until every zone is in (its INSERT work, what
+                             the sink hands over to it; on these 2 cores it limits the rate)
 Relay CPU is the sum over its threads of /proc/PID/task/*/schedstat (ns), read once ClickHouse
 holds every zone. Figures are measured in this one run on this machine; docs/SCALE.md says what
 they mean.
@@ -128,13 +131,15 @@ def main():
     try:
         # 1. one relay with the sink
         r = Relay(tmp, "with", ch.url())
+        ch_cpu0 = cpu_seconds(ch.proc.pid)
         total, secs, cpu = run([r], a.packets_per_target, a.targets, ch)
+        ch_cpu = cpu_seconds(ch.proc.pid) - ch_cpu0
         sink = r.get("/api/relay", timeout=30)["clickhouse"]
         r.stop()
         in_ch = ch.scalar("SELECT count() FROM zones")
         print(f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
               f"relay CPU {cpu[0]:.2f} s, sink errors {sink['errors']}, dropped {sink['rows_dropped']}, "
-              f"spilled {sink['spilled_total']}")
+              f"spilled {sink['spilled_total']}, ClickHouse CPU {ch_cpu:.2f} s")
         # 2. the same load without the sink
         r = Relay(tmp, "without")
         total0, secs0, cpu0 = run([r], a.packets_per_target, a.targets)
@@ -155,6 +160,7 @@ def main():
         print(f"RESULT relay_cpu_overhead={(cpu[0] / total) / (cpu0[0] / total0):.2f}" if cpu0[0] > 0 else
               "RESULT relay_cpu_overhead=nan")
         print(f"RESULT fanin_zones_per_s={fin / fsecs:.0f}")
+        print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(in_ch, 1):.0f}")
         try:
             ch.query("OPTIMIZE TABLE zones FINAL")
             b = ch.query("SELECT sum(bytes_on_disk) / sum(rows) FROM system.parts WHERE "

@@ -6,10 +6,17 @@ test in a temporary directory on free ports (chserver.py). Cases:
   ch_kill    ClickHouse killed mid-stream, started again: exact counts, no duplicates
   relay_kill relay killed (SIGKILL) with spilled batches, started again: they are sent
   history    the relay's history queries (/api/history/*) on that data
+  timers     zones of a 24 MHz timer (converted by the relay), of a session without HELLO (ticks
+             as ns) and of a ns timer (expanded by ClickHouse from zone_runs) all equal the
+             relay's own zones field by field
+  upgrade    a database and a spill directory left by an earlier relay: its tables get the
+             zone_runs view and keep working, a TMKCH001 spill file is sent, a file of an unknown
+             format is renamed .bad with a logged error
 Usage: clickhouse_test.py CASE --bin DIR --tmp DIR"""
 import argparse
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -44,6 +51,14 @@ class Relay(RelayProcess):
         eq(super().stop(timeout=30), 0, "relay exit code")
 
 
+def synth(relay, session, packets, *extra):
+    return subprocess.Popen([os.path.join(BIN, "tmk-relay-synth"),
+                             "--to", f"127.0.0.1:{relay.port}", "--tcp", "--packets", str(packets),
+                             "--zones", "40", "--threads", "3", "--session", "%016x" % session,
+                             "--linger", "500", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def demo(relay, seconds, build, label, transport="udp"):
     return subprocess.Popen([os.path.join(BIN, "telemark-demo"), "--seconds", str(seconds),
                              "--relay", f"127.0.0.1:{relay.port}", "--transport", transport,
@@ -72,8 +87,8 @@ def ch_zones(ch, final=True):
 
 def check_rows(ch, relay, sid):
     """Every zone row of session sid equals the relay's own zone field by field, and n numbers
-    the session's zones 0..count-1 (the rows are encoded apart from the store: relay_clickhouse.c
-    encodes the store's raw records on its own thread)."""
+    the session's zones 0..count-1 (the rows are made apart from the store: ClickHouse expands
+    the store's raw records sent as zone_runs, the relay converts other timers' ticks)."""
     z = relay.get(f"/api/sessions/{sid:016x}/zones?limit=1000000")
     eq(z["truncated"], False, "relay zones truncated")
     mine = sorted((r[0], r[1], r[2], r[3], r[4], r[5] & 1) for r in z["zones"])
@@ -273,8 +288,102 @@ def case_history():
         ch.stop()
 
 
+def case_timers():
+    ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
+    try:
+        relay = Relay(ch.url(), os.path.join(TMP, "data"))
+        sids = [0x7100000000000001, 0x7100000000000002, 0x7100000000000003]
+        ps = [synth(relay, sids[0], 300, "--timer-freq", "24000000"),
+              synth(relay, sids[1], 300, "--no-hello", "--no-bye"),
+              synth(relay, sids[2], 300)]
+        for p in ps:
+            eq(p.wait(60), 0, "synth exit")
+        want = wait_for(lambda: (lambda c: c if len(c) == 3 and all(c.values()) else None)(
+            relay_counts(relay)), 20, "three sessions with zones")
+        time.sleep(1.2)  # the open batch is sealed (500 ms)
+        wait_for(lambda: drained(relay), 30, "sink drained")
+        eq(ch_zones(ch), want, "zones per session")
+        for sid in sids:
+            check_rows(ch, relay, sid)
+        freqs = {s["session_id"]: s.get("timer_freq") for s in relay.get("/api/sessions")}
+        eq(freqs.get("%016x" % sids[0]), 24000000, "timer_freq of the 24 MHz session")
+        s = relay.sink()
+        eq((s["errors"], s["rows_dropped"]), (0, 0), "sink errors, rows dropped")
+        relay.stop()
+    finally:
+        ch.stop()
+
+
+def crc32c(data, crc=0):
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def spill_file(magic, tables):
+    """A spill file as docs/CLICKHOUSE.md describes it: magic, (u8 table, u32 rows, u32 bytes,
+    RowBinary rows) per table, CRC-32C of all that."""
+    body = magic
+    for t, rows, data in tables:
+        body += struct.pack("<BII", t, rows, len(data)) + data
+    return body + struct.pack("<I", crc32c(body))
+
+
+def case_upgrade():
+    ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
+    data = os.path.join(TMP, "data")
+    spill = os.path.join(data, "clickhouse-spill")
+    try:
+        # the first sink's zones table (depth UInt16), and no zone_runs or view
+        ch.query("CREATE DATABASE telemark", database="default")
+        ch.query("CREATE TABLE zones (day Date, session UInt64, n UInt64, thread UInt32, "
+                 "site UInt32, start_ns UInt64, dur_ns UInt64, depth UInt16, marker UInt8) "
+                 "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, site, n)")
+        # a TMKCH001 file with three zones rows (table 3) of session 0x72..01, as it wrote them
+        old_sid = 0x7200000000000001
+        rows = b"".join(struct.pack("<HQQIIQQBB", 20000, old_sid, n, 5, 9, 1000 + n * 10, 7,
+                                    n, n & 1) for n in range(3))
+        os.makedirs(spill)
+        with open(os.path.join(spill, "00000000000000000001-000001.tmkch"), "wb") as f:
+            f.write(spill_file(b"TMKCH001", [(3, 3, rows)]))
+        with open(os.path.join(spill, "00000000000000000002-000002.tmkch"), "wb") as f:
+            f.write(spill_file(b"TMKCH999", [(3, 3, rows)]))
+        relay = Relay(ch.url(), data)
+        sid = 0x7200000000000002
+        eq(synth(relay, sid, 200).wait(60), 0, "synth exit")
+        want = wait_for(lambda: (lambda c: c if c.get(sid) else None)(relay_counts(relay)), 20,
+                        "the session's zones")
+        time.sleep(1.2)
+        wait_for(lambda: drained(relay), 30, "sink drained")
+        eq(ch.scalar("SELECT count() FROM system.tables WHERE database = 'telemark' AND "
+                     "name IN ('zone_runs', 'zones_from_runs')"), 2, "zone_runs and its view")
+        eq(ch.query("SELECT type FROM system.columns WHERE database = 'telemark' AND "
+                    "table = 'zones' AND name = 'depth' FORMAT TSV").strip(), "UInt8",
+           "zones.depth narrowed")
+        eq(ch.query(f"SELECT n, thread, site, start_ns, dur_ns, depth, marker FROM zones FINAL "
+                    f"WHERE session = {old_sid} ORDER BY n FORMAT TSV"),
+           "".join(f"{n}\t5\t9\t{1000 + n * 10}\t7\t{n}\t{n & 1}\n" for n in range(3)),
+           "rows of the TMKCH001 spill file")
+        eq(ch_zones(ch).get(sid), want[sid], "zones of the new session")
+        check_rows(ch, relay, sid)
+        eq(sorted(os.listdir(spill)), ["00000000000000000002-000002.tmkch.bad"],
+           "spill directory: the sent file is gone, the unknown one renamed")
+        s = relay.sink()
+        eq(s["rows_dropped"], 0, "rows dropped")
+        if "is not a spill file of a format this relay reads" not in s["last_error"]:
+            fail(f"last_error does not name the unknown spill format: {s['last_error']!r}")
+        if "is not a spill file of a format this relay reads" not in relay.log():
+            fail("the unknown spill format is not logged")
+        relay.stop()
+    finally:
+        ch.stop()
+
+
 CASES = {"counts": case_counts, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
-         "history": case_history}
+         "history": case_history, "timers": case_timers, "upgrade": case_upgrade}
 
 
 def main():

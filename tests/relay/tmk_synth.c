@@ -44,6 +44,7 @@ typedef struct opts {
   const char* bind_ip; /* source address (e.g. 127.0.0.2 to look like another host) */
   uint64_t corrupt_every; /* every Nth DATA packet is replaced by one whose body cannot decode */
   const char* program;    /* HELLO program, default tmk-relay-synth */
+  uint64_t timer_freq;    /* HELLO timer frequency (ticks per second), default 10^9 */
 } opts;
 
 static int g_keyed;
@@ -224,7 +225,7 @@ static void send_hello(const opts* o, int version) {
   h.arch.len = (uint32_t)strlen(h.arch.ptr);
   h.big_endian = (uint8_t)o->big_endian;
   h.pointer_size = 8;
-  h.timer_freq = 1000000000ull;
+  h.timer_freq = o->timer_freq ? o->timer_freq : 1000000000ull;
   h.caps = TMK_CAP_CONTROL | (g_is_tcp ? TMK_CAP_TCP : 0);
   h.max_packet = 1200;
   uint8_t out[512];
@@ -306,6 +307,7 @@ int main(int argc, char** argv) {
     else if (ARG("--bind")) o.bind_ip = v;
     else if (ARG("--corrupt-every")) o.corrupt_every = strtoull(v, NULL, 10);
     else if (ARG("--program")) o.program = v;
+    else if (ARG("--timer-freq")) o.timer_freq = strtoull(v, NULL, 10);
     else if (ARG("--key")) {
       if (strlen(v) != 32) return 2;
       for (int b = 0; b < 16; b++) {

@@ -1,0 +1,302 @@
+/* relay_clickhouse_http.c — ClickHouse's HTTP interface as the history sink uses it: the byte
+ * buffer requests and rows are built in, the --clickhouse URL, and one blocking POST per
+ * connection with timeouts (docs/CLICKHOUSE.md). Used by relay_clickhouse.c and relay_history.c. */
+#define _DEFAULT_SOURCE /* munmap */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "relay_clickhouse.h"
+#include "relay_clickhouse_http.h"
+#include "relay_internal.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Buffer
+ * ------------------------------------------------------------------------------------------- */
+void tmk__chbuf_free(tmk__chbuf* b) {
+  if (b->mapped) munmap(b->p, b->cap);
+  else free(b->p);
+  memset(b, 0, sizeof *b);
+}
+
+int tmk__chbuf_room(tmk__chbuf* b, size_t n) {
+  if (b->len + n <= b->cap) return 1;
+  if (b->oom) return 0;
+  size_t ncap = b->cap ? b->cap * 2 : 65536;
+  while (ncap < b->len + n) ncap *= 2;
+  uint8_t* np = b->mapped ? malloc(ncap) : realloc(b->p, ncap);
+  if (!np) {
+    b->oom = 1;
+    return 0;
+  }
+  if (b->mapped) { /* outgrown (one huge run): an ordinary buffer from here on */
+    memcpy(np, b->p, b->len);
+    munmap(b->p, b->cap);
+    b->mapped = 0;
+  }
+  b->p = np;
+  b->cap = ncap;
+  return 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * URL
+ * ------------------------------------------------------------------------------------------- */
+static int parse_url(const char* url, char* host, size_t hcap, char* port, size_t pcap,
+                     char* params, size_t qcap, char* db, size_t dcap) {
+  if (strncmp(url, "http://", 7) != 0) return -1;
+  const char* h = url + 7;
+  const char* end = h + strcspn(h, "/?");
+  const char* colon = memchr(h, ':', (size_t)(end - h));
+  const char* hend = colon ? colon : end;
+  if (hend == h || (size_t)(hend - h) >= hcap) return -1;
+  memcpy(host, h, (size_t)(hend - h));
+  host[hend - h] = 0;
+  if (colon) {
+    size_t n = (size_t)(end - colon - 1);
+    if (n == 0 || n >= pcap || strspn(colon + 1, "0123456789") < n) return -1;
+    memcpy(port, colon + 1, n);
+    port[n] = 0;
+    long p = strtol(port, NULL, 10);
+    if (p < 1 || p > 65535) return -1;
+  } else {
+    snprintf(port, pcap, "8123");
+  }
+  const char* q = strchr(end, '?');
+  if (*end == '/' && end[1] && end[1] != '?') return -1; /* only "/" as a path */
+  const char* qs = q ? q + 1 : "";
+  if (strlen(qs) >= qcap) return -1;
+  /* database=NAME: letters, digits, underscore (it is also used unquoted in DDL) */
+  snprintf(db, dcap, "telemark");
+  const char* d = strstr(qs, "database=");
+  if (d && (d == qs || d[-1] == '&')) {
+    d += 9;
+    size_t n = strcspn(d, "&");
+    if (n == 0 || n >= dcap) return -1;
+    for (size_t i = 0; i < n; i++) {
+      char c = d[i];
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '_'))
+        return -1;
+    }
+    memcpy(db, d, n);
+    db[n] = 0;
+    snprintf(params, qcap, "%s", qs);
+  } else {
+    snprintf(params, qcap, "database=%s%s%s", db, qs[0] ? "&" : "", qs);
+  }
+  for (const char* c = params; *c; c++)
+    if ((unsigned char)*c <= 0x20 || *c == '#') return -1;
+  return 0;
+}
+
+int tmk__ch_parse_url(const char* url, tmk__ch_endpoint* ep) {
+  return parse_url(url, ep->host, sizeof ep->host, ep->port, sizeof ep->port, ep->params,
+                   sizeof ep->params, ep->db, sizeof ep->db);
+}
+
+int tmk__ch_check_url(const char* url, char* err, size_t ecap) {
+  char host[128], port[8], params[512], db[64];
+  if (parse_url(url, host, sizeof host, port, sizeof port, params, sizeof params, db, sizeof db)) {
+    snprintf(err, ecap,
+             "--clickhouse '%s': expected http://HOST[:PORT]/[?database=NAME], e.g. "
+             "http://127.0.0.1:8123/?database=telemark (NAME: letters, digits, _)",
+             url);
+    return TMK_EINVAL;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * HTTP: one request per connection (Connection: close), blocking with timeouts.
+ * ------------------------------------------------------------------------------------------- */
+static void url_encode(tmk__chbuf* b, const char* s) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+        c == '-' || c == '_' || c == '.' || c == '~') {
+      tmk__chbuf_put(b, &c, 1);
+    } else {
+      uint8_t e[3] = {'%', (uint8_t)hex[c >> 4], (uint8_t)hex[c & 15]};
+      tmk__chbuf_put(b, e, 3);
+    }
+  }
+}
+
+static int connect_to(const tmk__ch_endpoint* ep, char* err, size_t ecap) {
+  struct addrinfo hints, *ai = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int rc = getaddrinfo(ep->host, ep->port, &hints, &ai);
+  if (rc != 0 || !ai) {
+    snprintf(err, ecap, "cannot resolve %s: %s", ep->host, gai_strerror(rc));
+    return -1;
+  }
+  int fd = -1;
+  for (struct addrinfo* a = ai; a; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+    if (errno == EINPROGRESS) {
+      struct pollfd p = {fd, POLLOUT, 0};
+      int soerr = 0;
+      socklen_t sl = sizeof soerr;
+      if (poll(&p, 1, (int)ep->timeout_ms) == 1 &&
+          getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+        break;
+      errno = soerr ? soerr : ETIMEDOUT;
+    }
+    close(fd);
+    fd = -1;
+  }
+  int e = errno;
+  freeaddrinfo(ai);
+  if (fd < 0) {
+    snprintf(err, ecap, "cannot connect to ClickHouse at %s:%s: %s", ep->host, ep->port,
+             strerror(e));
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  struct timeval tv;
+  tv.tv_sec = (time_t)(ep->timeout_ms / 1000);
+  tv.tv_usec = (long)(ep->timeout_ms % 1000) * 1000;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+static int send_all(int fd, const uint8_t* p, size_t n) {
+  while (n) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* POSTs `sql` (in the URL) with `body`. Returns 0 on HTTP 200 (the response body, up to rcap,
+ * in resp when given), -1 with a sentence in err. */
+int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql,
+                 const uint8_t* body, size_t blen, tmk__chbuf* resp, size_t rcap, char* err,
+                 size_t ecap) {
+  tmk__chbuf req = {0};
+  char head[256];
+  tmk__chbuf_put(&req, "POST /?", 7);
+  tmk__chbuf_put(&req, params, strlen(params));
+  tmk__chbuf_put(&req, "&query=", 7);
+  url_encode(&req, sql);
+  int hn = snprintf(head, sizeof head,
+                    " HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/octet-stream\r\n"
+                    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                    ep->host, ep->port, blen);
+  tmk__chbuf_put(&req, head, (size_t)hn);
+  if (req.oom) {
+    free(req.p);
+    snprintf(err, ecap, "out of memory");
+    return -1;
+  }
+  int fd = connect_to(ep, err, ecap);
+  if (fd < 0) {
+    free(req.p);
+    return -1;
+  }
+  int rc = send_all(fd, req.p, req.len);
+  free(req.p);
+  if (rc == 0 && blen) rc = send_all(fd, body, blen);
+  if (rc) {
+    snprintf(err, ecap, "sending to ClickHouse: %s", strerror(errno));
+    close(fd);
+    return -1;
+  }
+  tmk__chbuf in = {0};
+  for (;;) {
+    if (!tmk__chbuf_room(&in, 65536)) break;
+    ssize_t k = recv(fd, in.p + in.len, in.cap - in.len, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      snprintf(err, ecap, "no answer from ClickHouse within %u ms (%s)", ep->timeout_ms,
+               strerror(errno));
+      close(fd);
+      free(in.p);
+      return -1;
+    }
+    if (k == 0) break;
+    in.len += (size_t)k;
+    if (in.len > rcap + 65536) break; /* more than the caller wants: stop reading */
+  }
+  close(fd);
+  if (in.oom || in.len < 12 || memcmp(in.p, "HTTP/1.", 7) != 0) {
+    snprintf(err, ecap, "ClickHouse closed the connection without an HTTP answer");
+    free(in.p);
+    return -1;
+  }
+  int status = atoi((const char*)in.p + 9);
+  size_t hdr_end = 0;
+  for (size_t i = 0; i + 3 < in.len; i++)
+    if (memcmp(in.p + i, "\r\n\r\n", 4) == 0) {
+      hdr_end = i + 4;
+      break;
+    }
+  const uint8_t* bodyp = in.p + hdr_end;
+  size_t bodyn = hdr_end ? in.len - hdr_end : 0;
+  /* ClickHouse answers with chunked encoding to HTTP/1.1: undo it. */
+  int chunked = 0;
+  for (size_t i = 0; hdr_end && i + 26 < hdr_end; i++)
+    if (strncasecmp((const char*)in.p + i, "Transfer-Encoding: chunked", 26) == 0) chunked = 1;
+  tmk__chbuf plain = {0};
+  if (chunked) {
+    size_t i = 0;
+    while (i < bodyn) {
+      char* endp;
+      unsigned long n = strtoul((const char*)bodyp + i, &endp, 16);
+      size_t hl = (size_t)((const uint8_t*)endp - (bodyp + i));
+      const uint8_t* crlf = memchr(bodyp + i, '\n', bodyn - i);
+      if (!crlf || n == 0 || hl == 0) break;
+      i = (size_t)(crlf - bodyp) + 1;
+      if (n > bodyn - i) n = bodyn - i;
+      tmk__chbuf_put(&plain, bodyp + i, n);
+      i += n + 2;
+    }
+    bodyp = plain.p ? plain.p : (const uint8_t*)"";
+    bodyn = plain.len;
+  }
+  if (status != 200) {
+    char msg[200];
+    size_t n = bodyn < sizeof msg - 1 ? bodyn : sizeof msg - 1;
+    memcpy(msg, bodyp, n);
+    msg[n] = 0;
+    for (size_t k = 0; k < n; k++)
+      if (msg[k] == '\n' || msg[k] == '\r') msg[k] = ' ';
+    snprintf(err, ecap, "ClickHouse answered %d: %s", status, msg);
+    free(in.p);
+    free(plain.p);
+    return -1;
+  }
+  if (resp) {
+    if (bodyn > rcap) {
+      snprintf(err, ecap, "ClickHouse's answer is larger than %zu bytes", rcap);
+      free(in.p);
+      free(plain.p);
+      return -1;
+    }
+    tmk__chbuf_put(resp, bodyp, bodyn);
+  }
+  free(in.p);
+  free(plain.p);
+  return 0;
+}

@@ -1,0 +1,49 @@
+/* relay_clickhouse_http.h — ClickHouse's HTTP interface as the history sink uses it
+ * (relay_clickhouse_http.c): a growable byte buffer, the parsed --clickhouse URL, one blocking
+ * POST per connection. Shared by the sink (relay_clickhouse.c) and the history queries
+ * (relay_history.c). */
+#ifndef TMK_RELAY_CLICKHOUSE_HTTP_H
+#define TMK_RELAY_CLICKHOUSE_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct tmk__chbuf {
+  uint8_t* p;
+  size_t len, cap;
+  int oom;       /* a growth failed: the buffer is incomplete */
+  size_t mapped; /* > 0: p is an mmap of cap bytes (the sink's staging, relay_clickhouse.c) of
+                    which the first `mapped` are populated */
+} tmk__chbuf;
+
+/* Makes room for n more bytes. Returns 1, or 0 with oom set when memory runs out. */
+int tmk__chbuf_room(tmk__chbuf* b, size_t n);
+/* Frees the bytes and zeroes the buffer. */
+void tmk__chbuf_free(tmk__chbuf* b);
+/* Appends n bytes (nothing once oom is set). */
+static inline void tmk__chbuf_put(tmk__chbuf* b, const void* v, size_t n) {
+  if (!tmk__chbuf_room(b, n)) return;
+  memcpy(b->p + b->len, v, n);
+  b->len += n;
+}
+
+typedef struct tmk__ch_endpoint {
+  char host[128];
+  char port[8];
+  char params[512]; /* URL query string without '?', with database=NAME */
+  char db[64];      /* NAME: letters, digits, _ */
+  uint32_t timeout_ms; /* connect, send and answer, per request */
+} tmk__ch_endpoint;
+
+/* Parses http://HOST[:PORT]/[?database=NAME&...] into ep (not timeout_ms). Returns 0, or -1
+ * for a URL tmk__ch_check_url rejects. */
+int tmk__ch_parse_url(const char* url, tmk__ch_endpoint* ep);
+/* POSTs `sql` (in the URL, after `params`) with `body` on a new connection. Returns 0 on HTTP
+ * 200 (the answer's body, at most rcap bytes, appended to resp when given), or -1 with a
+ * sentence in err (unreachable, timeout, non-200 with ClickHouse's message). */
+int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql,
+                 const uint8_t* body, size_t blen, tmk__chbuf* resp, size_t rcap, char* err,
+                 size_t ecap);
+
+#endif /* TMK_RELAY_CLICKHOUSE_HTTP_H */
