@@ -825,9 +825,9 @@ static int decode_all(tmk__store* st, tmk_proto_reader* rd, size_t* nitems) {
 /* ---------------------------------------------------------------------------------------------
  * Orphans (PROTOCOL.md §5.3.1, lost packets and orphaned zones)
  * ------------------------------------------------------------------------------------------- */
-/* Returns 1 when the latest zone stored on t at `depth` (paired markers aside), looked for among
- * its last ORPHAN_PARENT_SCAN zones, covers [start, end]. */
-static int stored_parent_covers(const thread* t, uint32_t depth, uint64_t start, uint64_t end) {
+/* The latest zone stored on t at `depth` (paired markers aside), looked for among its last
+ * ORPHAN_PARENT_SCAN zones: 1 with its [*s, *e], or 0 when there is none. */
+static int stored_latest_at(const thread* t, uint32_t depth, uint64_t* s, uint64_t* e) {
   const uint8_t d8 = (uint8_t)(depth > 255 ? 255 : depth);
   const chunk* cs[2] = {t->zones.tail, t->zprev};
   uint32_t left = ORPHAN_PARENT_SCAN;
@@ -836,33 +836,26 @@ static int stored_parent_covers(const thread* t, uint32_t depth, uint64_t start,
     const zrec* z = (const zrec*)(const void*)c->data;
     for (uint32_t i = c->count; i-- > 0 && left; left--) {
       if (z[i].depth != d8 || (z[i].flags & TMK_RELAY_ZONE_MARKER)) continue;
-      uint64_t s0 = c->base + (uint64_t)(int64_t)z[i].start_off;
-      uint64_t e0 = s0 + ((uint64_t)z[i].dur_lo | (uint64_t)z[i].dur_hi << 32);
-      return s0 <= start && end <= e0;
+      *s = c->base + (uint64_t)(int64_t)z[i].start_off;
+      *e = *s + ((uint64_t)z[i].dur_lo | (uint64_t)z[i].dur_hi << 32);
+      return 1;
     }
   }
   return 0;
 }
 
-/* Returns 1 when the latest zone stored on t at `depth` (paired markers aside, among its last
- * ORPHAN_PARENT_SCAN zones) has no stored parent covering it: the thread has been storing
- * children of a zone at depth - 1 that had not ended (a frame still running, or an outermost
- * zone that never ends). */
+/* Returns 1 when the latest zone stored on t at `depth` covers [start, end]. */
+static int stored_parent_covers(const thread* t, uint32_t depth, uint64_t start, uint64_t end) {
+  uint64_t s0, e0;
+  return stored_latest_at(t, depth, &s0, &e0) && s0 <= start && end <= e0;
+}
+
+/* Returns 1 when the latest zone stored on t at `depth` has no stored parent covering it: the
+ * thread has been storing children of a zone at depth - 1 that had not ended (a frame still
+ * running, or an outermost zone that never ends). */
 static int stored_sibling_unparented(const thread* t, uint32_t depth) {
-  const uint8_t d8 = (uint8_t)(depth > 255 ? 255 : depth);
-  const chunk* cs[2] = {t->zones.tail, t->zprev};
-  uint32_t left = ORPHAN_PARENT_SCAN;
-  for (int k = 0; k < 2 && cs[k] && left; k++) {
-    const chunk* c = cs[k];
-    const zrec* z = (const zrec*)(const void*)c->data;
-    for (uint32_t i = c->count; i-- > 0 && left; left--) {
-      if (z[i].depth != d8 || (z[i].flags & TMK_RELAY_ZONE_MARKER)) continue;
-      uint64_t s0 = c->base + (uint64_t)(int64_t)z[i].start_off;
-      uint64_t e0 = s0 + ((uint64_t)z[i].dur_lo | (uint64_t)z[i].dur_hi << 32);
-      return !stored_parent_covers(t, depth - 1, s0, e0);
-    }
-  }
-  return 0;
+  uint64_t s0, e0;
+  return stored_latest_at(t, depth, &s0, &e0) && !stored_parent_covers(t, depth - 1, s0, e0);
 }
 
 /* add_zones for a run that needs the orphan check: thread t's zones zs[0..n) from DATA packet
