@@ -189,6 +189,7 @@ typedef struct batch {
   uint64_t first_ms;   /* when its first row was staged */
   uint64_t total_rows;
   size_t bytes;
+  size_t held;         /* memory it holds while kept for reuse (keep_bytes) */
   char path[600];      /* spill file, "" while only in memory */
   struct batch* next;
 } batch;
@@ -203,6 +204,17 @@ static void batch_free(batch* b) {
 static size_t batch_bytes(const batch* b) {
   size_t n = 0;
   for (int t = 0; t < T_COUNT; t++) n += b->seg[t].len;
+  return n;
+}
+
+/* Memory the batch's buffers hold: for the mapped zone runs the pages populated so far (those
+ * not populated cost nothing), for the others their allocation. */
+static size_t batch_held(const batch* b) {
+  size_t n = 0;
+  for (int t = 0; t < T_COUNT; t++) {
+    const chbuf* c = &b->seg[t];
+    n += c->mapped ? (c->mapped > 1 ? c->mapped : 0) : c->cap;
+  }
   return n;
 }
 
@@ -252,8 +264,8 @@ struct tmk__ch {
   int stop;
   uint64_t drain_deadline_ms;
   tmk__ch_stats st;
-  batch* pool; /* sent batches kept for reuse: their pages stay mapped (no page faults) */
-  uint32_t npool;
+  batch* pool; /* sent batches kept for reuse: their pages stay populated (no page faults) */
+  uint64_t keep_bytes; /* memory they hold (batch_held), at most queue_max */
   pthread_t thread;
   int thread_started;
 };
@@ -266,12 +278,16 @@ static void set_error(tmk__ch* ch, const char* fmt, const char* a, const char* b
   pthread_mutex_unlock(&ch->mu);
 }
 
-#define POOL_MAX 4
-
-/* Caller holds mu. Keeps a done batch's buffers for the next staging batch, or frees it. */
+/* Caller holds mu. Keeps a done batch's buffers for the next staging batch, or frees it.
+ * Batches are only made when none is kept, so the kept ones are never more than were alive at
+ * once (the largest backlog so far: a relay that had one burst meets the next one with its
+ * pages ready); their memory is bounded by queue_max as well (docs/CLICKHOUSE.md). */
 static void recycle_locked(tmk__ch* ch, batch* b) {
-  if (ch->npool >= POOL_MAX) {
+  size_t held = batch_held(b);
+  if (ch->keep_bytes + held > ch->queue_max) {
+    pthread_mutex_unlock(&ch->mu); /* munmap takes a while: not under the loop's lock */
     batch_free(b);
+    pthread_mutex_lock(&ch->mu);
     return;
   }
   for (int t = 0; t < T_COUNT; t++) {
@@ -283,9 +299,10 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
   b->total_rows = 0;
   b->bytes = 0;
   b->path[0] = 0;
+  b->held = held;
   b->next = ch->pool;
   ch->pool = b;
-  ch->npool++;
+  ch->keep_bytes += held;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -721,7 +738,7 @@ static batch* stage(tmk__ch* ch) {
     batch* b = ch->pool;
     if (b) {
       ch->pool = b->next;
-      ch->npool--;
+      ch->keep_bytes -= b->held;
       b->next = NULL;
     }
     pthread_mutex_unlock(&ch->mu);
@@ -1109,6 +1126,8 @@ void tmk__ch_get_stats(tmk__ch* ch, tmk__ch_stats* out) {
   out->batches_queued = ch->q_batches;
   out->batches_spilled = ch->disk_batches;
   out->spill_bytes = ch->disk_bytes;
+  out->staging_kept_bytes = ch->keep_bytes;
+  out->staging_kept_max = ch->queue_max;
   pthread_mutex_unlock(&ch->mu);
 }
 
@@ -1142,6 +1161,10 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j) {
   tmk__json_u64(j, s.errors);
   tmk__json_key(j, "rows_dropped");
   tmk__json_u64(j, s.rows_dropped);
+  tmk__json_key(j, "staging_kept_bytes");
+  tmk__json_u64(j, s.staging_kept_bytes);
+  tmk__json_key(j, "staging_kept_max");
+  tmk__json_u64(j, s.staging_kept_max);
   tmk__json_key(j, "last_error");
   tmk__json_cstr(j, s.last_error);
   tmk__json_end_obj(j);
