@@ -190,6 +190,12 @@ typedef struct batch {
   uint64_t total_rows;
   size_t bytes;
   size_t held;         /* memory it holds while kept for reuse (keep_bytes) */
+  /* [loop, then sink] the sessions of its zone runs in the order they first came: while staged
+   * from the taps (`by_arrival`), a run's rank byte holds its session's index here (255 beyond
+   * 255 sessions), turned into the rank when sent (zone_order) */
+  uint64_t rsid[255];
+  uint32_t nrs, last_rs;
+  int by_arrival;
   char path[600];      /* spill file, "" while only in memory */
   struct batch* next;
 } batch;
@@ -300,6 +306,8 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
   b->bytes = 0;
   b->path[0] = 0;
   b->held = held;
+  b->nrs = b->last_rs = 0;
+  b->by_arrival = 0;
   b->next = ch->pool;
   ch->pool = b;
   ch->keep_bytes += held;
@@ -534,9 +542,32 @@ static void zorder_set(void* ud, uint64_t sid, uint8_t* rank) {
   *rank = (uint8_t)(lo < z->n && z->sid[lo] == sid ? lo : 255);
 }
 
-/* Gives every zone_runs row its session's rank in id order (k_zone_view's ORDER BY): a walk
- * over the run headers, nothing per zone. [sink thread, which owns the batch] */
-static void zone_order(chbuf* runs) {
+static void rank_map(void* ud, uint64_t sid, uint8_t* rank) {
+  (void)sid;
+  *rank = ((const uint8_t*)ud)[*rank];
+}
+
+/* Gives every zone_runs row its session's rank in id order (k_zone_view's ORDER BY), nothing
+ * per zone. A batch staged here knows its sessions (b->rsid, rank bytes = their indexes): when
+ * they came in id order the bytes already are the ranks, else one walk over the run headers maps
+ * them; a batch read from a spill file takes two walks (collect, sort, set). Then the rank
+ * bytes are ranks: sending again recomputes them from the ids. [sink thread, owns the batch] */
+static void zone_order(batch* b) {
+  chbuf* runs = &b->seg[T_ZONE_RUNS];
+  if (b->by_arrival) {
+    b->by_arrival = 0;
+    uint8_t map[256];
+    int same = 1;
+    for (uint32_t k = 0; k < b->nrs; k++) { /* rank of index k: sessions with a lower id */
+      uint32_t r = 0;
+      for (uint32_t j = 0; j < b->nrs; j++) r += b->rsid[j] < b->rsid[k];
+      map[k] = (uint8_t)r;
+      same &= r == k;
+    }
+    for (uint32_t k = b->nrs; k < 256; k++) map[k] = 255;
+    if (!same) each_run(runs->p, runs->len, rank_map, map);
+    return;
+  }
   zorder z;
   z.n = 0;
   if (each_run(runs->p, runs->len, zorder_add, &z)) return;
@@ -551,7 +582,7 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     char sql[96];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
     size_t len = b->seg[t].len;
-    if (t == T_ZONE_RUNS) zone_order(&b->seg[t]);
+    if (t == T_ZONE_RUNS) zone_order(b);
     if (http_post(ch, sql, b->seg[t].p, len, NULL, 0, err, ecap)) return -1;
     b->done |= 1u << t;
     pthread_mutex_lock(&ch->mu);
@@ -828,6 +859,18 @@ static inline void after_row(tmk__ch* ch, batch* b, int table) {
   if (b->seg[table].len >= ch->batch_bytes) seal(ch);
 }
 
+/* [loop] The index of session sid among the batch's sessions in the order they came; 255 when
+ * 255 others came first (such runs are sent with rank 255: not sorted, still right). */
+static inline uint8_t arrival_index(batch* b, uint64_t sid) {
+  b->by_arrival = 1;
+  if (b->nrs && b->rsid[b->last_rs] == sid) return (uint8_t)b->last_rs; /* runs come in streaks */
+  for (uint32_t k = 0; k < b->nrs; k++)
+    if (b->rsid[k] == sid) return (uint8_t)(b->last_rs = k);
+  if (b->nrs == 255) return 255;
+  b->rsid[b->nrs] = sid;
+  return (uint8_t)(b->last_rs = b->nrs++);
+}
+
 /* [loop] A run of zones of one thread: a zone_runs row (header + the store's records, one
  * memcpy) when its ticks are ns, else zones rows converted here. */
 static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
@@ -848,7 +891,7 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
       uint8_t* p = o->p + o->len;
       memcpy(p, &cs->day, 2);
       memcpy(p + 2, &cs->sid, 8);
-      p[10] = 0; /* rank: set when sent (zone_order) */
+      p[10] = arrival_index(b, cs->sid); /* made the rank when sent (zone_order) */
       memcpy(p + 11, &thread, 4);
       memcpy(p + 15, &n0, 8);
       memcpy(p + 23, &base, 8);
