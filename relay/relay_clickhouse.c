@@ -189,6 +189,13 @@ typedef struct batch {
   uint64_t first_ms;   /* when its first row was staged */
   uint64_t total_rows;
   size_t bytes;
+  size_t held;         /* memory it holds while kept for reuse (keep_bytes) */
+  /* [loop, then sink] the sessions of its zone runs in the order they first came: while staged
+   * from the taps (`by_arrival`), a run's rank byte holds its session's index here (255 beyond
+   * 255 sessions), turned into the rank when sent (zone_order) */
+  uint64_t rsid[255];
+  uint32_t nrs, last_rs;
+  int by_arrival;
   char path[600];      /* spill file, "" while only in memory */
   struct batch* next;
 } batch;
@@ -203,6 +210,17 @@ static void batch_free(batch* b) {
 static size_t batch_bytes(const batch* b) {
   size_t n = 0;
   for (int t = 0; t < T_COUNT; t++) n += b->seg[t].len;
+  return n;
+}
+
+/* Memory the batch's buffers hold: for the mapped zone runs the pages populated so far (those
+ * not populated cost nothing), for the others their allocation. */
+static size_t batch_held(const batch* b) {
+  size_t n = 0;
+  for (int t = 0; t < T_COUNT; t++) {
+    const chbuf* c = &b->seg[t];
+    n += c->mapped ? (c->mapped > 1 ? c->mapped : 0) : c->cap;
+  }
   return n;
 }
 
@@ -252,8 +270,8 @@ struct tmk__ch {
   int stop;
   uint64_t drain_deadline_ms;
   tmk__ch_stats st;
-  batch* pool; /* sent batches kept for reuse: their pages stay mapped (no page faults) */
-  uint32_t npool;
+  batch* pool; /* sent batches kept for reuse: their pages stay populated (no page faults) */
+  uint64_t keep_bytes; /* memory they hold (batch_held), at most queue_max */
   pthread_t thread;
   int thread_started;
 };
@@ -266,12 +284,16 @@ static void set_error(tmk__ch* ch, const char* fmt, const char* a, const char* b
   pthread_mutex_unlock(&ch->mu);
 }
 
-#define POOL_MAX 4
-
-/* Caller holds mu. Keeps a done batch's buffers for the next staging batch, or frees it. */
+/* Caller holds mu. Keeps a done batch's buffers for the next staging batch, or frees it.
+ * Batches are only made when none is kept, so the kept ones are never more than were alive at
+ * once (the largest backlog so far: a relay that had one burst meets the next one with its
+ * pages ready); their memory is bounded by queue_max as well (docs/CLICKHOUSE.md). */
 static void recycle_locked(tmk__ch* ch, batch* b) {
-  if (ch->npool >= POOL_MAX) {
+  size_t held = batch_held(b);
+  if (ch->keep_bytes + held > ch->queue_max) {
+    pthread_mutex_unlock(&ch->mu); /* munmap takes a while: not under the loop's lock */
     batch_free(b);
+    pthread_mutex_lock(&ch->mu);
     return;
   }
   for (int t = 0; t < T_COUNT; t++) {
@@ -283,9 +305,12 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
   b->total_rows = 0;
   b->bytes = 0;
   b->path[0] = 0;
+  b->held = held;
+  b->nrs = b->last_rs = 0;
+  b->by_arrival = 0;
   b->next = ch->pool;
   ch->pool = b;
-  ch->npool++;
+  ch->keep_bytes += held;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -517,9 +542,32 @@ static void zorder_set(void* ud, uint64_t sid, uint8_t* rank) {
   *rank = (uint8_t)(lo < z->n && z->sid[lo] == sid ? lo : 255);
 }
 
-/* Gives every zone_runs row its session's rank in id order (k_zone_view's ORDER BY): a walk
- * over the run headers, nothing per zone. [sink thread, which owns the batch] */
-static void zone_order(chbuf* runs) {
+static void rank_map(void* ud, uint64_t sid, uint8_t* rank) {
+  (void)sid;
+  *rank = ((const uint8_t*)ud)[*rank];
+}
+
+/* Gives every zone_runs row its session's rank in id order (k_zone_view's ORDER BY), nothing
+ * per zone. A batch staged here knows its sessions (b->rsid, rank bytes = their indexes): when
+ * they came in id order the bytes already are the ranks, else one walk over the run headers maps
+ * them; a batch read from a spill file takes two walks (collect, sort, set). Then the rank
+ * bytes are ranks: sending again recomputes them from the ids. [sink thread, owns the batch] */
+static void zone_order(batch* b) {
+  chbuf* runs = &b->seg[T_ZONE_RUNS];
+  if (b->by_arrival) {
+    b->by_arrival = 0;
+    uint8_t map[256];
+    int same = 1;
+    for (uint32_t k = 0; k < b->nrs; k++) { /* rank of index k: sessions with a lower id */
+      uint32_t r = 0;
+      for (uint32_t j = 0; j < b->nrs; j++) r += b->rsid[j] < b->rsid[k];
+      map[k] = (uint8_t)r;
+      same &= r == k;
+    }
+    for (uint32_t k = b->nrs; k < 256; k++) map[k] = 255;
+    if (!same) each_run(runs->p, runs->len, rank_map, map);
+    return;
+  }
   zorder z;
   z.n = 0;
   if (each_run(runs->p, runs->len, zorder_add, &z)) return;
@@ -534,7 +582,7 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     char sql[96];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
     size_t len = b->seg[t].len;
-    if (t == T_ZONE_RUNS) zone_order(&b->seg[t]);
+    if (t == T_ZONE_RUNS) zone_order(b);
     if (http_post(ch, sql, b->seg[t].p, len, NULL, 0, err, ecap)) return -1;
     b->done |= 1u << t;
     pthread_mutex_lock(&ch->mu);
@@ -721,7 +769,7 @@ static batch* stage(tmk__ch* ch) {
     batch* b = ch->pool;
     if (b) {
       ch->pool = b->next;
-      ch->npool--;
+      ch->keep_bytes -= b->held;
       b->next = NULL;
     }
     pthread_mutex_unlock(&ch->mu);
@@ -811,6 +859,18 @@ static inline void after_row(tmk__ch* ch, batch* b, int table) {
   if (b->seg[table].len >= ch->batch_bytes) seal(ch);
 }
 
+/* [loop] The index of session sid among the batch's sessions in the order they came; 255 when
+ * 255 others came first (such runs are sent with rank 255: not sorted, still right). */
+static inline uint8_t arrival_index(batch* b, uint64_t sid) {
+  b->by_arrival = 1;
+  if (b->nrs && b->rsid[b->last_rs] == sid) return (uint8_t)b->last_rs; /* runs come in streaks */
+  for (uint32_t k = 0; k < b->nrs; k++)
+    if (b->rsid[k] == sid) return (uint8_t)(b->last_rs = k);
+  if (b->nrs == 255) return 255;
+  b->rsid[b->nrs] = sid;
+  return (uint8_t)(b->last_rs = b->nrs++);
+}
+
 /* [loop] A run of zones of one thread: a zone_runs row (header + the store's records, one
  * memcpy) when its ticks are ns, else zones rows converted here. */
 static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
@@ -831,7 +891,7 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
       uint8_t* p = o->p + o->len;
       memcpy(p, &cs->day, 2);
       memcpy(p + 2, &cs->sid, 8);
-      p[10] = 0; /* rank: set when sent (zone_order) */
+      p[10] = arrival_index(b, cs->sid); /* made the rank when sent (zone_order) */
       memcpy(p + 11, &thread, 4);
       memcpy(p + 15, &n0, 8);
       memcpy(p + 23, &base, 8);
@@ -1109,6 +1169,8 @@ void tmk__ch_get_stats(tmk__ch* ch, tmk__ch_stats* out) {
   out->batches_queued = ch->q_batches;
   out->batches_spilled = ch->disk_batches;
   out->spill_bytes = ch->disk_bytes;
+  out->staging_kept_bytes = ch->keep_bytes;
+  out->staging_kept_max = ch->queue_max;
   pthread_mutex_unlock(&ch->mu);
 }
 
@@ -1142,6 +1204,10 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j) {
   tmk__json_u64(j, s.errors);
   tmk__json_key(j, "rows_dropped");
   tmk__json_u64(j, s.rows_dropped);
+  tmk__json_key(j, "staging_kept_bytes");
+  tmk__json_u64(j, s.staging_kept_bytes);
+  tmk__json_key(j, "staging_kept_max");
+  tmk__json_u64(j, s.staging_kept_max);
   tmk__json_key(j, "last_error");
   tmk__json_cstr(j, s.last_error);
   tmk__json_end_obj(j);

@@ -19,7 +19,8 @@ typedef struct tmk__ch_desc {
   const char* url;        /* http://HOST:PORT/[?database=NAME[&...]]; database default telemark */
   const char* spill_dir;  /* where unsent batches wait; created if missing */
   uint64_t spill_max;     /* bytes on disk at most; 0 = 1 GiB */
-  uint64_t queue_max;     /* bytes of batches waiting in memory at most; 0 = 128 MiB */
+  uint64_t queue_max;     /* bytes of batches waiting in memory at most, and of sent batches'
+                             memory kept for reuse at most; 0 = 128 MiB */
   uint32_t batch_bytes;   /* a table of a batch is sealed at this size; 0 = 16 MiB */
   uint32_t batch_ms;      /* ... or this long after its first row; 0 = 500 */
   uint32_t timeout_ms;    /* per HTTP request to ClickHouse; 0 = 10000 */
@@ -60,6 +61,8 @@ typedef struct tmk__ch_stats {
   uint64_t spilled_total;   /* batches ever written to disk */
   uint64_t errors;          /* failed requests */
   uint64_t rows_dropped;    /* rows lost because memory and disk bounds were both full */
+  uint64_t staging_kept_bytes; /* memory of sent batches kept for the next ones */
+  uint64_t staging_kept_max;   /* its bound (queue_max) */
   int up;                   /* the last request succeeded */
   char last_error[768];
 } tmk__ch_stats;

@@ -46,6 +46,7 @@ static int config_from_desc(const tmk_relay_desc* d, tmk_relay_config* c) {
     return TMK_EINVAL;
   }
   c->clickhouse_spill_max = d->clickhouse.spill_max;
+  c->clickhouse_memory_max = d->clickhouse.memory_max;
   for (int i = 0; i < TMK_RELAY_MAX_HOOKS; i++) {
     c->hook_fn[i] = d->http_hooks[i].fn;
     c->hook_ud[i] = d->http_hooks[i].ud;
@@ -243,6 +244,7 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
     cd.url = cfg.clickhouse_url;
     cd.spill_dir = cfg.clickhouse_spill_dir;
     cd.spill_max = cfg.clickhouse_spill_max;
+    cd.queue_max = cfg.clickhouse_memory_max;
     cd.log = &r->log;
     r->ch = tmk__ch_new(&cd, err, sizeof err);
     if (!r->ch) {

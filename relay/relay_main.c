@@ -36,6 +36,7 @@ typedef struct cli_opts {
   char clickhouse_url[512];       /* --clickhouse, "" = off */
   char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
   uint64_t clickhouse_spill_max;
+  uint64_t clickhouse_memory_max;
   tmk_relay_key keys[TMK_RELAY_MAX_KEYS]; /* --key files, parsed */
   uint32_t nkeys;
   uint32_t ws_idle_s; /* --ws-idle */
@@ -93,6 +94,8 @@ static void usage(FILE* out) {
           "                           (docs/CLICKHOUSE.md; tables are created if missing)\n"
           "  --clickhouse-spill SIZE  disk space for batches ClickHouse did not take yet\n"
           "                           (default 1G); beyond it batches are dropped and counted\n"
+          "  --clickhouse-memory SIZE memory for batches waiting for ClickHouse (default 128M);\n"
+          "                           staging memory kept for reuse is bounded by it too\n"
           "  --clickhouse-spill-dir DIR  where they wait (default DATA_DIR/clickhouse-spill);\n"
           "                           sent when ClickHouse is back, also after a restart\n"
           "  --key FILE               authenticated ingest: lines 'PROGRAM KEY' (* for any\n"
@@ -211,7 +214,7 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
                                              "--session-memory", "--reorder-window",
                                              "--log-level",      "--token",
                                              "--team",           "--serial",
-                                             "--clickhouse", "--clickhouse-spill",
+                                             "--clickhouse", "--clickhouse-spill", "--clickhouse-memory",
                                              "--clickhouse-spill-dir", "--key",
                                              "--ws-idle"};
     int known = 0;
@@ -244,6 +247,13 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
       if (parse_size(v, &sz) || sz < ((size_t)1 << 20))
         return bad_flag("--clickhouse-spill '%s': expected a size of at least 1M, e.g. 1G%s", v, "");
       cfg->clickhouse_spill_max = sz;
+      continue;
+    }
+    if (strcmp(a, "--clickhouse-memory") == 0) {
+      size_t sz;
+      if (parse_size(v, &sz) || sz < ((size_t)1 << 20))
+        return bad_flag("--clickhouse-memory '%s': expected a size of at least 1M, e.g. 64M%s", v, "");
+      cfg->clickhouse_memory_max = sz;
       continue;
     }
     if (strcmp(a, "--clickhouse-spill-dir") == 0) {
@@ -399,6 +409,7 @@ int main(int argc, char** argv) {
   desc.clickhouse.url = cfg.clickhouse_url[0] ? cfg.clickhouse_url : NULL;
   desc.clickhouse.spill_dir = cfg.clickhouse_spill_dir[0] ? cfg.clickhouse_spill_dir : NULL;
   desc.clickhouse.spill_max = cfg.clickhouse_spill_max;
+  desc.clickhouse.memory_max = cfg.clickhouse_memory_max;
   desc.keys = cfg.keys;
   desc.nkeys = cfg.nkeys;
 

@@ -292,6 +292,8 @@ typedef struct tmk_relay_desc {
     const char* url;         /* http://HOST:PORT/?database=NAME; NULL = off */
     const char* spill_dir;   /* unsent batches; NULL = DATA_DIR/clickhouse-spill */
     uint64_t spill_max;      /* bytes on disk at most; 0 = 1 GiB */
+    uint64_t memory_max;     /* bytes of batches waiting in memory at most, and of sent
+                                batches' staging memory kept for reuse at most; 0 = 128 MiB */
   } clickhouse;
   struct {
     tmk_relay_http_hook fn;  /* NULL = unused slot */

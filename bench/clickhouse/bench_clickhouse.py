@@ -3,7 +3,11 @@
 clickhouse-server (Debian's, started here in a temporary directory on free ports).
   RESULT sink_zones_per_s    zones/s from the first packet until every zone is in ClickHouse
                              (one relay, TCP targets sending flat out)
-  RESULT relay_cpu_overhead  relay CPU seconds (all threads) with the sink / without it, same load
+  RESULT relay_cpu_overhead  relay CPU seconds (all threads) with the sink / without it, same load,
+                             each relay's first burst (fresh relays: cold)
+  RESULT relay_cpu_overhead_warm  the same ratio for each of these relays' second burst (a new
+                             session of the same size after the first was fully stored and, with
+                             the sink, in ClickHouse): what a long-running relay pays
   RESULT fanin_zones_per_s   8 relays, one target each, into the same ClickHouse
   RESULT clickhouse_cpu_ns_per_zone  ClickHouse's CPU (all threads) per zone in the one-relay run,
                              from the first packet until every zone is in (its INSERT work, what
@@ -30,6 +34,13 @@ BIN = os.path.join(os.environ.get("TMK_BUILD_DIR", os.path.join(HERE, "..", ".."
 ZONES_PER_PACKET = 40   # per thread
 THREADS = 4
 PROCS = []  # relays started, killed at the end whatever happened
+
+
+def minor_faults(pid):
+    """Minor page faults of the whole process so far (/proc/PID/stat minflt: it also counts the
+    pages the kernel populates ahead with MADV_POPULATE_WRITE, which perf's page-faults does not)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
 def cpu_seconds(pid):
@@ -72,10 +83,15 @@ def synth(relay, packets, seed):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_seed=1, timeout=600):
-    """Feeds every relay flat out over TCP. Returns (zones the relays stored, seconds from the
-    start until they had them and, with ch, until ClickHouse holds base + that many zone rows,
-    relay CPU seconds per relay)."""
+def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_seed=1, timeout=600,
+        again=False):
+    """Feeds every relay flat out over TCP. Returns (zones the relays stored this run, seconds
+    from the start until they had them and, with ch, until ClickHouse holds base + that many more
+    zone rows, relay CPU seconds and minor page faults per relay: since it started, or with again
+    (a relay that already took a run) since this run started)."""
+    before = [r.zones() for r in relays] if again else [0] * len(relays)
+    cpu0 = [cpu_seconds(r.proc.pid) for r in relays] if again else [0] * len(relays)
+    flt0 = [minor_faults(r.proc.pid) for r in relays] if again else [0] * len(relays)
     t0 = time.time()
     # distinct session ids per phase: equal ids would collapse in ReplacingMergeTree (by design)
     procs = [synth(r, per_target_packets, first_seed + i * 16 + k) for i, r in enumerate(relays)
@@ -100,7 +116,7 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_se
             if ch is not None:
                 samples.append((time.time(), rows()))
             time.sleep(0.02)
-        stored = sum(r.zones() for r in relays)
+        stored = sum(r.zones() for r in relays) - sum(before)
     end = t0 + timeout
     done = time.time()
     if ch is not None:
@@ -112,7 +128,8 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_se
                 time.sleep(0.02)
         done = done or time.time()
     secs = done - t0
-    return stored, secs, [cpu_seconds(r.proc.pid) for r in relays]
+    return (stored, secs, [cpu_seconds(r.proc.pid) - c for r, c in zip(relays, cpu0)],
+            [minor_faults(r.proc.pid) - f for r, f in zip(relays, flt0)])
 
 
 def main():
@@ -132,23 +149,34 @@ def main():
         # 1. one relay with the sink
         r = Relay(tmp, "with", ch.url())
         ch_cpu0 = cpu_seconds(ch.proc.pid)
-        total, secs, cpu = run([r], a.packets_per_target, a.targets, ch)
+        total, secs, cpu, flt = run([r], a.packets_per_target, a.targets, ch)
         ch_cpu = cpu_seconds(ch.proc.pid) - ch_cpu0
+        in_ch = ch.scalar("SELECT count() FROM zones")
+        sink = r.get("/api/relay", timeout=30)["clickhouse"]
+        print(f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
+              f"relay CPU {cpu[0]:.3f} s, {flt[0]} minor faults, sink errors {sink['errors']}, "
+              f"dropped {sink['rows_dropped']}, spilled {sink['spilled_total']}, "
+              f"ClickHouse CPU {ch_cpu:.2f} s, staging kept {sink.get('staging_kept_bytes', '?')}")
+        # 1b. the same relay, a second burst (new session ids), once the first is all in
+        wtotal, wsecs, wcpu, wflt = run([r], a.packets_per_target, a.targets, ch, in_ch,
+                                        first_seed=500, again=True)
         sink = r.get("/api/relay", timeout=30)["clickhouse"]
         r.stop()
-        in_ch = ch.scalar("SELECT count() FROM zones")
-        print(f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
-              f"relay CPU {cpu[0]:.2f} s, sink errors {sink['errors']}, dropped {sink['rows_dropped']}, "
-              f"spilled {sink['spilled_total']}, ClickHouse CPU {ch_cpu:.2f} s")
-        # 2. the same load without the sink
+        print(f"with sink, warm: {wtotal} zones in ClickHouse after {wsecs:.2f} s, relay CPU "
+              f"{wcpu[0]:.3f} s, {wflt[0]} minor faults, sink errors {sink['errors']}, "
+              f"dropped {sink['rows_dropped']}, staging kept {sink.get('staging_kept_bytes', '?')}")
+        # 2. the same load without the sink, twice on the same relay
         r = Relay(tmp, "without")
-        total0, secs0, cpu0 = run([r], a.packets_per_target, a.targets)
+        total0, secs0, cpu0, flt0 = run([r], a.packets_per_target, a.targets)
+        wtotal0, _, wcpu0, wflt0 = run([r], a.packets_per_target, a.targets, first_seed=500,
+                                       again=True)
         r.stop()
-        print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.2f} s")
+        print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s, {flt0[0]} minor "
+              f"faults; warm: {wtotal0} zones, relay CPU {wcpu0[0]:.3f} s, {wflt0[0]} minor faults")
         # 3. fan-in: 8 relays, one target each, one ClickHouse
         before = ch.scalar("SELECT count() FROM zones")
         relays = [Relay(tmp, f"fan{i}", ch.url()) for i in range(8)]
-        ftotal, fsecs, fcpu = run(relays, a.packets_per_target, 1, ch, before, first_seed=1000)
+        ftotal, fsecs, fcpu, _ = run(relays, a.packets_per_target, 1, ch, before, first_seed=1000)
         for x in relays:
             x.stop()
         fin = ch.scalar("SELECT count() FROM zones") - before
@@ -159,6 +187,8 @@ def main():
         # when a target fails)
         print(f"RESULT relay_cpu_overhead={(cpu[0] / total) / (cpu0[0] / total0):.2f}" if cpu0[0] > 0 else
               "RESULT relay_cpu_overhead=nan")
+        print(f"RESULT relay_cpu_overhead_warm={(wcpu[0] / wtotal) / (wcpu0[0] / wtotal0):.2f}"
+              if wcpu0[0] > 0 and wtotal > 0 and wtotal0 > 0 else "RESULT relay_cpu_overhead_warm=nan")
         print(f"RESULT fanin_zones_per_s={fin / fsecs:.0f}")
         print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(in_ch, 1):.0f}")
         try:

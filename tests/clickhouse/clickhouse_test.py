@@ -225,6 +225,44 @@ def case_relay_kill():
         ch.stop()
 
 
+def case_keep():
+    """Sent batches' staging memory is kept for the next ones, within --clickhouse-memory: after
+    each of two bursts (each several batches of zones, more than the bound lets wait in memory, so
+    some also spill) staging_kept_bytes is above 0 and at most the bound, and every zone is in
+    ClickHouse exactly once."""
+    ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
+    try:
+        relay = Relay(ch.url(), os.path.join(TMP, "data"), "--clickhouse-memory", "8M")
+        want = {}
+        for burst in range(2):
+            sids = [0x4b0000 + burst * 16 + k for k in range(2)]
+            ts = [synth(relay, sid, 4000, "--seed", str(sid & 0xff)) for sid in sids]
+            for t in ts:
+                eq(t.wait(60), 0, "synth exit")
+            wait_for(lambda: all(not s["live"] for s in relay.get("/api/sessions")) or None,
+                     30, f"burst {burst}: sessions ended")
+            want = relay_counts(relay)
+            eq(len(want), 2 * (burst + 1), "sessions")
+            if min(want.values()) < 400000:
+                fail(f"burst {burst}: too few zones for several batches: {want}")
+            # (batches_pending does not count the batch being staged or sent: wait for the rows)
+            wait_for(lambda: ch_zones(ch) == want or None, 60, f"burst {burst}: rows in ClickHouse")
+            s = wait_for(lambda: drained(relay), 60, f"burst {burst}: sink drained")
+            eq(s["errors"], 0, "sink errors")
+            eq(s["rows_dropped"], 0, "rows dropped")
+            eq(s["staging_kept_max"], 8 << 20, "staging_kept_max (--clickhouse-memory 8M)")
+            if not 0 < s["staging_kept_bytes"] <= s["staging_kept_max"]:
+                fail(f"burst {burst}: staging_kept_bytes {s['staging_kept_bytes']} not in "
+                     f"(0, {s['staging_kept_max']}]")
+            eq(ch_zones(ch), want, f"burst {burst}: zones per session (FINAL) vs the relay")
+        time.sleep(1.2)  # the last sessions row is written on the next second tick
+        wait_for(lambda: drained(relay), 20, "sink drained")
+        relay.stop()
+        check_exact(ch, want, "keep")
+    finally:
+        ch.stop()
+
+
 def case_history():
     ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
     try:
@@ -382,7 +420,7 @@ def case_upgrade():
         ch.stop()
 
 
-CASES = {"counts": case_counts, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
+CASES = {"counts": case_counts, "keep": case_keep, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
          "history": case_history, "timers": case_timers, "upgrade": case_upgrade}
 
 
