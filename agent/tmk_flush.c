@@ -88,52 +88,52 @@ size_t tmk__flush_state_size(void) { return sizeof(tmk__flusher); }
 uint32_t tmk__filter[8];
 
 /* ============================================================================================
- * Milliseconds for the timers, with 32-bit division only (a 64-bit one is a libgcc helper of
- * ~700 bytes on a 32-bit board)
+ * Milliseconds for the timers, with 32-bit division only
  * ========================================================================================== */
 
-/* n / d by shift and subtract; for the rare wide values. */
-static TMK__NOINLINE uint64_t udiv64(uint64_t n, uint32_t d, uint32_t* rem) {
-  uint64_t q = 0, r = 0;
-  int i;
-  for (i = 63; i >= 0; i--) {
-    r = (r << 1) | ((n >> i) & 1u);
-    if (r >= d) {
-      r -= d;
-      q |= 1ull << i;
-    }
-  }
-  if (rem) *rem = (uint32_t)r;
-  return q;
+/* f / 1000 for f < 500 * 2^32 (f / 1000 < 2^31), by 16-bit digits: each step divides a value
+ * below 1000 * 2^16 by 1000, so 32-bit divisions suffice. */
+static uint32_t per_ms(uint64_t f) {
+  uint32_t mid = (uint32_t)(f >> 16), lo = (uint32_t)f & 0xFFFFu;
+  return (mid / 1000u << 16) + ((mid % 1000u) << 16 | lo) / 1000u;
 }
 
 static void ms_start(tmk__flusher* g) {
   uint64_t f = tmk__g.freq;
-  g->ms_div = f >> 32 ? (uint32_t)udiv64(f, 1000u, NULL) : (uint32_t)f / 1000u;
+  /* ticks per ms, below 2^31 (a clock of 2.1 THz or more is counted as one of 2.1 THz) */
+  g->ms_div = (f >> 32) >= 500u ? 0x7FFFFFFFu : per_ms(f);
   g->ms_ticks = tmk__now_ticks();
   g->ms = 0;
   g->ms_rem = 0;
 }
 
+/* Adds ms whole milliseconds and r < 2^31 ticks (ms_rem < ms_div < 2^31: the sum fits). */
+static void ms_add(tmk__flusher* g, uint32_t ms, uint32_t r) {
+  uint32_t sum = g->ms_rem + r;
+  g->ms += ms + sum / g->ms_div;
+  g->ms_rem = sum % g->ms_div;
+}
+
 uint64_t tmk__ms(void) {
   tmk__flusher* g = F;
   uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks;
+  uint32_t steps = 0;
   if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
   g->ms_ticks = t;
   if (g->ms_div == 0) { /* a clock slower than 1 kHz: whole ticks, scaled */
     uint32_t f = (uint32_t)tmk__g.freq ? (uint32_t)tmk__g.freq : 1u;
     g->ms += delta * (1000u / f);
-  } else if (delta < 0x80000000u) {
-    uint32_t sum = g->ms_rem + (uint32_t)delta; /* both < 2^31 */
-    g->ms += sum / g->ms_div;
-    g->ms_rem = sum % g->ms_div;
-  } else {
-    uint32_t r;
-    g->ms += udiv64(delta, g->ms_div, &r);
-    r += g->ms_rem;
-    g->ms += r / g->ms_div;
-    g->ms_rem = r % g->ms_div;
+    return g->ms;
   }
+  /* 32-bit divisions only (a 64-bit one is a libgcc helper of ~700 bytes on a 32-bit board):
+   * a pause of 2^31 ticks or more (8.6 s at 250 MHz, 86 s at 25 MHz) is counted 2^31 ticks at
+   * a time, at most 2^16 times: what a clock jumps beyond 2^47 ticks (6.5 days at 250 MHz) is
+   * not counted, and no timer notices (each waits seconds at most, so all are due either way). */
+  while ((delta >> 31) && steps++ < 0x10000u) {
+    delta -= 0x80000000u;
+    ms_add(g, 0x80000000u / g->ms_div, 0x80000000u % g->ms_div);
+  }
+  ms_add(g, 0, (uint32_t)delta & 0x7FFFFFFFu);
   return g->ms;
 }
 

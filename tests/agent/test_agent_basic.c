@@ -277,6 +277,55 @@ static void wrapping_24bit_clock(void** state) {
   assert_true(r.max_duration > 0);
 }
 
+/* The flusher's millisecond timer (agent/tmk_agent_internal.h): converts ticks with 32-bit
+ * divisions only, a long pause 2^31 ticks at a time. */
+uint64_t tmk__ms(void);
+
+static uint64_t set_ticks;
+static uint64_t set_clock(void* user) {
+  (void)user;
+  return set_ticks;
+}
+
+/* Returns tmk__ms() after the clock moves on by each of `steps` (ticks), from a fresh agent. */
+static uint64_t ms_after(uint64_t frequency, const uint64_t* steps, int n) {
+  receiver r;
+  tmk_agent_desc d;
+  uint64_t ms0, ms = 0;
+  int i;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  d.clock.fn = set_clock;
+  d.clock.frequency = frequency;
+  d.clock.bits = 64;
+  set_ticks = 1000;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  ms0 = tmk__ms();
+  for (i = 0; i < n; i++) {
+    set_ticks += steps[i];
+    ms = tmk__ms();
+  }
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  return ms - ms0;
+}
+
+static void ms_timer_is_exact_over_long_pauses(void** state) {
+  /* short steps whose remainders add up, then pauses of 2^31 ticks and more */
+  const uint64_t steps[] = {249999, 1, 3, 250000 * 7 + 249998, 5ull << 31, (5ull << 31) + 12345,
+                            (1ull << 40) + 7, 1};
+  uint64_t total = 0;
+  int i;
+  (void)state;
+  for (i = 0; i < 8; i++) total += steps[i];
+  assert_int_equal(ms_after(250000000u, steps, 8), total / 250000u); /* 250 MHz */
+  assert_int_equal(ms_after(25000000u, steps, 8), total / 25000u);   /* 25 MHz, a SysTick */
+  /* 10 GHz: ticks per ms from a frequency above 2^32 */
+  assert_int_equal(ms_after(10000000000ull, steps, 8), total / 10000000u);
+  /* 999 Hz (slower than 1 kHz): whole ticks, scaled */
+  assert_int_equal(ms_after(999u, steps, 3), 250003u * (1000u / 999u));
+}
+
 static void runtime_level_and_mask(void** state) {
   receiver r;
   tmk_agent_desc d;
@@ -340,6 +389,7 @@ int main(void) {
       AGENT_TEST(limits_are_counted_not_crashed_on),
       AGENT_TEST(wrapping_32bit_clock),
       AGENT_TEST(wrapping_24bit_clock),
+      AGENT_TEST(ms_timer_is_exact_over_long_pauses),
       AGENT_TEST(runtime_level_and_mask),
       AGENT_TEST(zones_before_init_and_after_shutdown_are_ignored),
   };
