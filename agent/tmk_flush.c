@@ -107,13 +107,6 @@ static void ms_start(tmk__flusher* g) {
   g->ms_rem = 0;
 }
 
-/* Adds ms whole milliseconds and r < 2^31 ticks (ms_rem < ms_div < 2^31: the sum fits). */
-static void ms_add(tmk__flusher* g, uint32_t ms, uint32_t r) {
-  uint32_t sum = g->ms_rem + r;
-  g->ms += ms + sum / g->ms_div;
-  g->ms_rem = sum % g->ms_div;
-}
-
 uint64_t tmk__ms(void) {
   tmk__flusher* g = F;
   uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks;
@@ -128,13 +121,15 @@ uint64_t tmk__ms(void) {
   /* 32-bit divisions only (a 64-bit one is a libgcc helper of ~700 bytes on a 32-bit board):
    * a pause of 2^31 ticks or more (8.6 s at 250 MHz, 86 s at 25 MHz) is counted 2^31 ticks at
    * a time, at most 2^16 times: what a clock jumps beyond 2^47 ticks (6.5 days at 250 MHz) is
-   * not counted, and no timer notices (each waits seconds at most, so all are due either way). */
-  while ((delta >> 31) && steps++ < 0x10000u) {
+   * not counted, and no timer notices (each waits seconds at most, so all are due either way).
+   * ms_rem < ms_div < 2^31, so ms_rem + 2^31 fits. */
+  for (;;) {
+    uint32_t sum = g->ms_rem + (delta >> 31 ? 0x80000000u : (uint32_t)delta);
+    g->ms += sum / g->ms_div;
+    g->ms_rem = sum % g->ms_div;
+    if (!(delta >> 31) || ++steps == 0x10000u) return g->ms;
     delta -= 0x80000000u;
-    ms_add(g, 0x80000000u / g->ms_div, 0x80000000u % g->ms_div);
   }
-  ms_add(g, 0, (uint32_t)delta & 0x7FFFFFFFu);
-  return g->ms;
 }
 
 /* A constant 0 on a port without sockets, so what only a relay on a socket needs (reading its
