@@ -310,18 +310,29 @@ static uint64_t ms_after(uint64_t frequency, const uint64_t* steps, int n) {
   return ms - ms0;
 }
 
-static void ms_timer_is_exact_over_long_pauses(void** state) {
-  /* short steps whose remainders add up, then pauses of 2^31 ticks and more */
-  const uint64_t steps[] = {249999, 1, 3, 250000 * 7 + 249998, 5ull << 31, (5ull << 31) + 12345,
-                            (1ull << 40) + 7, 1};
-  uint64_t total = 0;
+/* Ends the steps exactly on a millisecond (a tick lost would show) and one tick before it (a
+ * tick too many would show). */
+static void check_ms_exact(uint64_t frequency) {
+  uint64_t steps[9] = {249999, 1, 3, 250000 * 7 + 249998, 5ull << 31, (5ull << 31) + 12345,
+                       (1ull << 40) + 7, 1, 0};
+  uint64_t div = frequency / 1000u, total = 0;
   int i;
-  (void)state;
   for (i = 0; i < 8; i++) total += steps[i];
-  assert_int_equal(ms_after(250000000u, steps, 8), total / 250000u); /* 250 MHz */
-  assert_int_equal(ms_after(25000000u, steps, 8), total / 25000u);   /* 25 MHz, a SysTick */
-  /* 10 GHz: ticks per ms from a frequency above 2^32 */
-  assert_int_equal(ms_after(10000000000ull, steps, 8), total / 10000000u);
+  steps[8] = div - total % div; /* total + steps[8]: a whole number of ms */
+  total += steps[8];
+  assert_int_equal(ms_after(frequency, steps, 9), total / div);
+  steps[8]--;
+  assert_int_equal(ms_after(frequency, steps, 9), total / div - 1u);
+}
+
+static void ms_timer_is_exact_over_long_pauses(void** state) {
+  const uint64_t steps[] = {249999, 1, 3};
+  (void)state;
+  /* short steps whose remainders add up, then pauses of 2^31 ticks and more */
+  check_ms_exact(250000000u);       /* 250 MHz */
+  check_ms_exact(25000000u);        /* 25 MHz, a SysTick */
+  check_ms_exact(10000000000ull);   /* 10 GHz: ticks per ms from a frequency above 2^32 */
+  check_ms_exact(3000000000ull + 7); /* ticks per ms with a remainder */
   /* 999 Hz (slower than 1 kHz): whole ticks, scaled */
   assert_int_equal(ms_after(999u, steps, 3), 250003u * (1000u / 999u));
 }
