@@ -80,6 +80,8 @@ typedef struct tmk__flusher {
   uint8_t text[TMK_PROTO_MAX_STRING + 8]; /* a marker's or message's bytes out of the ring */
   tmk_proto_reader rd;                    /* reads what the relay sent */
 } tmk__flusher;
+/* tmk__send_hello sends the program name whole */
+typedef char tmk__program_fits[sizeof((tmk__flusher*)0)->program <= TMK_PROTO_MAX_STRING + 1 ? 1 : -1];
 
 /* Carved from the game's arena by tmk_agent_init (tmk__flush_open): nothing of it is static. */
 static tmk__flusher* F;
@@ -592,8 +594,7 @@ int tmk__send_hello(void) {
   h.agent_version.ptr = "0.1.0";
   h.agent_version.len = 5;
   h.program.ptr = g->program;
-  h.program.len = (uint32_t)strlen(g->program);
-  if (h.program.len > TMK_PROTO_MAX_STRING) h.program.len = TMK_PROTO_MAX_STRING;
+  h.program.len = (uint32_t)strlen(g->program); /* < sizeof g->program <= the string limit */
   h.platform.ptr = TMK_PORT_PLATFORM;
   h.platform.len = (uint32_t)strlen(TMK_PORT_PLATFORM);
   h.arch.ptr = TMK_PORT_ARCH;
