@@ -141,6 +141,10 @@ static int is_socket(const tmk__flusher* g) {
          (g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP);
 }
 
+/* The time a send is stamped with: only a socket transport uses it (TCP connection timing,
+ * HELLO repeats), so a port without sockets does not read the clock for it. */
+static uint64_t send_ms(void) { return TMK_PORT_HAS_SOCKETS ? tmk__ms() : 0u; }
+
 /* Whether records may be taken: always, but with desc.on_demand over a socket only while a
  * relay listens (it said WELCOME and is not gone). */
 static int listening(const tmk__flusher* g) {
@@ -230,7 +234,7 @@ static int send_packet(void) {
     return 0;
   }
   pace(g, (size_t)n);
-  rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
+  rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, send_ms());
   if (rc < 0) {
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
@@ -609,7 +613,7 @@ int tmk__send_hello(void) {
   h.build.len = (uint32_t)strlen(g->build);
   h.label.ptr = g->label;
   h.label.len = (uint32_t)strlen(g->label);
-  g->last_hello_ms = tmk__ms();
+  g->last_hello_ms = send_ms();
   if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
   n = seal(g, tmk_proto_encode_hello(g->out + 3, g->out_cap - 3u, g->session_id, &h));
   if (n < 0) return n;
@@ -760,7 +764,7 @@ void tmk__flush_close(void) {
   int n;
   if (!g->rejected) {
     n = seal(g, tmk_proto_encode_bye(g->out + 3, g->out_cap - 3u, g->session_id));
-    if (n > 0) tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
+    if (n > 0) tmk__transport_send(&g->tr, g->out + 3, (size_t)n, send_ms());
   }
   tmk__transport_close(&g->tr);
 }
