@@ -638,9 +638,9 @@ static void handle_packet(const uint8_t* p, size_t len) {
       g->last_welcome_ms = tmk__ms();
       if (!g->welcomed) {
         set_welcomed(g, 1);
-        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "relay %.*s welcomed session %016llx",
+        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "relay %.*s welcomed session %08x%08x",
                  (int)w.relay_version.len, w.relay_version.ptr,
-                 (unsigned long long)g->session_id);
+                 (unsigned)(g->session_id >> 32), (unsigned)g->session_id);
       }
       break;
     }
@@ -723,8 +723,8 @@ int tmk__flush_open(const tmk__flush_config* c) {
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
   if (rc == 0)
-    tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %016llx over %s%s%s",
-             (unsigned long long)g->session_id, tmk__transport_name(&g->tr),
+    tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %08x%08x over %s%s%s",
+             (unsigned)(g->session_id >> 32), (unsigned)g->session_id, tmk__transport_name(&g->tr),
              g->lz4_on ? ", lz4" : "", c->key ? ", keyed" : "");
   return rc;
 }

@@ -337,6 +337,32 @@ static void ms_timer_is_exact_over_long_pauses(void** state) {
   assert_int_equal(ms_after(999u, steps, 3), 250003u * (1000u / 999u));
 }
 
+/* The agent's log lines: the session line carries the 64-bit id as 16 hex digits. */
+static char session_line[256];
+static void keep_session_line(void* user, int level, const char* message) {
+  (void)user, (void)level;
+  if (strncmp(message, "telemark: session ", 18) == 0)
+    snprintf(session_line, sizeof session_line, "%s", message);
+}
+
+static void session_line_has_the_id(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  char want[64];
+  (void)state;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  d.logger.fn = keep_session_line;
+  session_line[0] = 0;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  snprintf(want, sizeof want, "telemark: session %016llx over callback",
+           (unsigned long long)stats_now().session_id);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  /* then ", lz4" / ", keyed" as the build and the desc have it */
+  assert_int_equal(strncmp(session_line, want, strlen(want)), 0);
+}
+
 static void runtime_level_and_mask(void** state) {
   receiver r;
   tmk_agent_desc d;
@@ -401,6 +427,7 @@ int main(void) {
       AGENT_TEST(wrapping_32bit_clock),
       AGENT_TEST(wrapping_24bit_clock),
       AGENT_TEST(ms_timer_is_exact_over_long_pauses),
+      AGENT_TEST(session_line_has_the_id),
       AGENT_TEST(runtime_level_and_mask),
       AGENT_TEST(zones_before_init_and_after_shutdown_are_ignored),
   };
