@@ -482,7 +482,8 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   if (!d.program) d.program = "telemark-app";
   if (!d.file_path && TMK_PORT_HAS_FILES) d.file_path = "telemark.tmk";
   tmk__g.desc = d;
-  tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
+  if (TMK_PORT_HAS_THREADS) /* the flusher thread's interval */
+    tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
   tmk__g.overflow = (uint32_t)d.overflow;
   memset(&fc, 0, sizeof fc);
 
@@ -626,7 +627,8 @@ int tmk_agent_pump(void) {
   int n;
   if (!tmk__g.running) return TMK_ESTATE;
   tmk__lock(1);
-  tmk__g.last_pump_ms = tmk__ms();
+  /* only the flusher thread reads it (a pump makes its next cycle wait) */
+  if (TMK_PORT_HAS_THREADS) tmk__g.last_pump_ms = tmk__ms();
   n = tmk__flush_cycle(0);
   tmk__unlock();
   return n;

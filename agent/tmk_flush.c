@@ -80,6 +80,8 @@ typedef struct tmk__flusher {
   uint8_t text[TMK_PROTO_MAX_STRING + 8]; /* a marker's or message's bytes out of the ring */
   tmk_proto_reader rd;                    /* reads what the relay sent */
 } tmk__flusher;
+/* tmk__send_hello sends the program name whole */
+typedef char tmk__program_fits[sizeof((tmk__flusher*)0)->program <= TMK_PROTO_MAX_STRING + 1 ? 1 : -1];
 
 /* Carved from the game's arena by tmk_agent_init (tmk__flush_open): nothing of it is static. */
 static tmk__flusher* F;
@@ -88,28 +90,20 @@ size_t tmk__flush_state_size(void) { return sizeof(tmk__flusher); }
 uint32_t tmk__filter[8];
 
 /* ============================================================================================
- * Milliseconds for the timers, with 32-bit division only (a 64-bit one is a libgcc helper of
- * ~700 bytes on a 32-bit board)
+ * Milliseconds for the timers, with 32-bit division only
  * ========================================================================================== */
 
-/* n / d by shift and subtract; for the rare wide values. */
-static TMK__NOINLINE uint64_t udiv64(uint64_t n, uint32_t d, uint32_t* rem) {
-  uint64_t q = 0, r = 0;
-  int i;
-  for (i = 63; i >= 0; i--) {
-    r = (r << 1) | ((n >> i) & 1u);
-    if (r >= d) {
-      r -= d;
-      q |= 1ull << i;
-    }
-  }
-  if (rem) *rem = (uint32_t)r;
-  return q;
+/* f / 1000 for f < 500 * 2^32 (f / 1000 < 2^31), by 16-bit digits: each step divides a value
+ * below 1000 * 2^16 by 1000, so 32-bit divisions suffice. */
+static uint32_t per_ms(uint64_t f) {
+  uint32_t mid = (uint32_t)(f >> 16), lo = (uint32_t)f & 0xFFFFu;
+  return (mid / 1000u << 16) + ((mid % 1000u) << 16 | lo) / 1000u;
 }
 
 static void ms_start(tmk__flusher* g) {
   uint64_t f = tmk__g.freq;
-  g->ms_div = f >> 32 ? (uint32_t)udiv64(f, 1000u, NULL) : (uint32_t)f / 1000u;
+  /* ticks per ms, below 2^31 (a clock of 2.1 THz or more is counted as one of 2.1 THz) */
+  g->ms_div = (f >> 32) >= 500u ? 0x7FFFFFFFu : per_ms(f);
   g->ms_ticks = tmk__now_ticks();
   g->ms = 0;
   g->ms_rem = 0;
@@ -118,23 +112,26 @@ static void ms_start(tmk__flusher* g) {
 uint64_t tmk__ms(void) {
   tmk__flusher* g = F;
   uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks;
+  uint32_t steps = 0;
   if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
   g->ms_ticks = t;
   if (g->ms_div == 0) { /* a clock slower than 1 kHz: whole ticks, scaled */
     uint32_t f = (uint32_t)tmk__g.freq ? (uint32_t)tmk__g.freq : 1u;
     g->ms += delta * (1000u / f);
-  } else if (delta < 0x80000000u) {
-    uint32_t sum = g->ms_rem + (uint32_t)delta; /* both < 2^31 */
+    return g->ms;
+  }
+  /* 32-bit divisions only (a 64-bit one is a libgcc helper of ~700 bytes on a 32-bit board):
+   * a pause of 2^31 ticks or more (8.6 s at 250 MHz, 86 s at 25 MHz) is counted 2^31 ticks at
+   * a time, at most 2^16 times: what a clock jumps beyond 2^47 ticks (6.5 days at 250 MHz) is
+   * not counted, and no timer notices (each waits seconds at most, so all are due either way).
+   * ms_rem < ms_div < 2^31, so ms_rem + 2^31 fits. */
+  for (;;) {
+    uint32_t sum = g->ms_rem + (delta >> 31 ? 0x80000000u : (uint32_t)delta);
     g->ms += sum / g->ms_div;
     g->ms_rem = sum % g->ms_div;
-  } else {
-    uint32_t r;
-    g->ms += udiv64(delta, g->ms_div, &r);
-    r += g->ms_rem;
-    g->ms += r / g->ms_div;
-    g->ms_rem = r % g->ms_div;
+    if (!(delta >> 31) || ++steps == 0x10000u) return g->ms;
+    delta -= 0x80000000u;
   }
-  return g->ms;
 }
 
 /* A constant 0 on a port without sockets, so what only a relay on a socket needs (reading its
@@ -143,6 +140,10 @@ static int is_socket(const tmk__flusher* g) {
   return TMK_PORT_HAS_SOCKETS &&
          (g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP);
 }
+
+/* The time a send is stamped with: only a socket transport uses it (TCP connection timing,
+ * HELLO repeats), so a port without sockets does not read the clock for it. */
+static uint64_t send_ms(void) { return TMK_PORT_HAS_SOCKETS ? tmk__ms() : 0u; }
 
 /* Whether records may be taken: always, but with desc.on_demand over a socket only while a
  * relay listens (it said WELCOME and is not gone). */
@@ -233,7 +234,7 @@ static int send_packet(void) {
     return 0;
   }
   pace(g, (size_t)n);
-  rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
+  rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, send_ms());
   if (rc < 0) {
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
@@ -282,7 +283,6 @@ static void emit_site(tmk_site* s) {
   rec r;
   tmk_proto_site* ps = &r.u.site;
   size_t nl = s->name ? strlen(s->name) : 0, fl = s->file ? strlen(s->file) : 0;
-  memset(&r, 0, sizeof r);
   r.type = TMK_REC_SITE;
   ps->id = s->id;
   ps->kind = s->kind;
@@ -305,7 +305,6 @@ static void emit_site(tmk_site* s) {
 /* Writes the THREAD_NAME record of slot t. */
 static void emit_thread_name(const tmk__thread* t) {
   rec r;
-  memset(&r, 0, sizeof r);
   r.type = TMK_REC_THREAD_NAME;
   r.thread = t->id;
   r.u.thread_name.name.ptr = t->name;
@@ -443,7 +442,7 @@ static void drain_thread(tmk__thread* t) {
     /* entries of types 1..6 name a call site (registered on first use); thread names do not */
     uint32_t id = type >= TMK__E_ZONE && type <= TMK__E_MESSAGE ? site_id(site) : 0;
     rec r;
-    memset(&r, 0, sizeof r);
+    memset(&r, 0, sizeof r); /* not needed (see emit), but smaller at -Os on Cortex-M4 */
     if (len > TMK_PROTO_MAX_STRING) len = TMK_PROTO_MAX_STRING;
     switch (type) {
       case TMK__E_ZONE: {
@@ -593,15 +592,13 @@ static void update_clock_extension(void) {
 
 int tmk__send_hello(void) {
   tmk__flusher* g = F;
-  tmk_proto_hello h;
+  tmk_proto_hello h; /* every field is set below */
   int n;
-  memset(&h, 0, sizeof h);
   h.proto_version = TMK_PROTO_VERSION;
   h.agent_version.ptr = "0.1.0";
   h.agent_version.len = 5;
   h.program.ptr = g->program;
-  h.program.len = (uint32_t)strlen(g->program);
-  if (h.program.len > TMK_PROTO_MAX_STRING) h.program.len = TMK_PROTO_MAX_STRING;
+  h.program.len = (uint32_t)strlen(g->program); /* < sizeof g->program <= the string limit */
   h.platform.ptr = TMK_PORT_PLATFORM;
   h.platform.len = (uint32_t)strlen(TMK_PORT_PLATFORM);
   h.arch.ptr = TMK_PORT_ARCH;
@@ -616,7 +613,7 @@ int tmk__send_hello(void) {
   h.build.len = (uint32_t)strlen(g->build);
   h.label.ptr = g->label;
   h.label.len = (uint32_t)strlen(g->label);
-  g->last_hello_ms = tmk__ms();
+  g->last_hello_ms = send_ms();
   if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
   n = seal(g, tmk_proto_encode_hello(g->out + 3, g->out_cap - 3u, g->session_id, &h));
   if (n < 0) return n;
@@ -641,9 +638,9 @@ static void handle_packet(const uint8_t* p, size_t len) {
       g->last_welcome_ms = tmk__ms();
       if (!g->welcomed) {
         set_welcomed(g, 1);
-        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "relay %.*s welcomed session %016llx",
+        tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "relay %.*s welcomed session %08x%08x",
                  (int)w.relay_version.len, w.relay_version.ptr,
-                 (unsigned long long)g->session_id);
+                 (unsigned)(g->session_id >> 32), (unsigned)g->session_id);
       }
       break;
     }
@@ -726,8 +723,8 @@ int tmk__flush_open(const tmk__flush_config* c) {
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
   if (rc == 0)
-    tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %016llx over %s%s%s",
-             (unsigned long long)g->session_id, tmk__transport_name(&g->tr),
+    tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %08x%08x over %s%s%s",
+             (unsigned)(g->session_id >> 32), (unsigned)g->session_id, tmk__transport_name(&g->tr),
              g->lz4_on ? ", lz4" : "", c->key ? ", keyed" : "");
   return rc;
 }
@@ -767,7 +764,7 @@ void tmk__flush_close(void) {
   int n;
   if (!g->rejected) {
     n = seal(g, tmk_proto_encode_bye(g->out + 3, g->out_cap - 3u, g->session_id));
-    if (n > 0) tmk__transport_send(&g->tr, g->out + 3, (size_t)n, tmk__ms());
+    if (n > 0) tmk__transport_send(&g->tr, g->out + 3, (size_t)n, send_ms());
   }
   tmk__transport_close(&g->tr);
 }

@@ -16,7 +16,7 @@ static void put(line* l, char c) {
 }
 
 /* Writes v in base 10 or 16, at least `width` digits wide (zero-padded). 32-bit words only (no
- * 64-bit division on 32-bit targets); a 64-bit hex value is written as two words. */
+ * 64-bit division on 32-bit targets): a 64-bit value is passed as two ("%08x%08x"). */
 static void put_num(line* l, uint32_t v, unsigned base, unsigned width) {
   char digits[10];
   unsigned n = 0;
@@ -32,8 +32,7 @@ static void put_num(line* l, uint32_t v, unsigned base, unsigned width) {
 }
 
 /* Writes "telemark: " and then `fmt` (without that prefix). Supports %s, %.*s, %d, %u, %x with a
- * zero-padded width ("%08x": the only padding the agent's lines use), and %llx (the only 64-bit
- * form). */
+ * zero-padded width ("%08x": the only padding the agent's lines use); no 64-bit forms. */
 void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
   line l;
   va_list ap;
@@ -42,7 +41,7 @@ void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
   l.len = 10;
   va_start(ap, fmt);
   for (; *fmt; fmt++) {
-    unsigned width = 0, longs = 0;
+    unsigned width = 0;
     int prec = -1;
     if (*fmt != '%') {
       put(&l, *fmt);
@@ -54,7 +53,6 @@ void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
       prec = va_arg(ap, int);
       fmt += 2;
     }
-    while (*fmt == 'l') longs++, fmt++;
     switch (*fmt) {
       case 's': {
         const char* s = va_arg(ap, const char*);
@@ -69,16 +67,7 @@ void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
         break;
       }
       case 'u': put_num(&l, va_arg(ap, unsigned), 10u, width); break;
-      case 'x':
-        if (longs >= 2) {
-          unsigned long long v = va_arg(ap, unsigned long long);
-          uint32_t hi = (uint32_t)(v >> 32);
-          if (hi) put_num(&l, hi, 16u, width > 8u ? width - 8u : 0u);
-          put_num(&l, (uint32_t)v, 16u, hi ? 8u : width);
-        } else {
-          put_num(&l, va_arg(ap, unsigned), 16u, width);
-        }
-        break;
+      case 'x': put_num(&l, va_arg(ap, unsigned), 16u, width); break;
       case '%': put(&l, '%'); break;
       default: put(&l, '?'); if (!*fmt) fmt--; break;
     }

@@ -81,7 +81,9 @@ int tmk__transport_open(tmk__transport* tr, const tmk_agent_desc* desc, const ch
       return 0;
 #else
       tmk__agent_log(&tr->logger, TMK_SEV_ERROR,
-               "this port has no sockets; use the callback or file transport");
+                     TMK_PORT_HAS_FILES
+                         ? "this port has no sockets; use the callback or file transport"
+                         : "this port has no sockets; use the callback transport");
       return TMK_ENOTSUP;
 #endif
     }

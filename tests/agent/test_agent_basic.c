@@ -277,6 +277,92 @@ static void wrapping_24bit_clock(void** state) {
   assert_true(r.max_duration > 0);
 }
 
+/* The flusher's millisecond timer (agent/tmk_agent_internal.h): converts ticks with 32-bit
+ * divisions only, a long pause 2^31 ticks at a time. */
+uint64_t tmk__ms(void);
+
+static uint64_t set_ticks;
+static uint64_t set_clock(void* user) {
+  (void)user;
+  return set_ticks;
+}
+
+/* Returns tmk__ms() after the clock moves on by each of `steps` (ticks), from a fresh agent. */
+static uint64_t ms_after(uint64_t frequency, const uint64_t* steps, int n) {
+  receiver r;
+  tmk_agent_desc d;
+  uint64_t ms0, ms = 0;
+  int i;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  d.clock.fn = set_clock;
+  d.clock.frequency = frequency;
+  d.clock.bits = 64;
+  set_ticks = 1000;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  ms0 = tmk__ms();
+  for (i = 0; i < n; i++) {
+    set_ticks += steps[i];
+    ms = tmk__ms();
+  }
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  return ms - ms0;
+}
+
+/* Ends the steps exactly on a millisecond (a tick lost would show) and one tick before it (a
+ * tick too many would show). */
+static void check_ms_exact(uint64_t frequency) {
+  uint64_t steps[9] = {249999, 1, 3, 250000 * 7 + 249998, 5ull << 31, (5ull << 31) + 12345,
+                       (1ull << 40) + 7, 1, 0};
+  uint64_t div = frequency / 1000u, total = 0;
+  int i;
+  for (i = 0; i < 8; i++) total += steps[i];
+  steps[8] = div - total % div; /* total + steps[8]: a whole number of ms */
+  total += steps[8];
+  assert_int_equal(ms_after(frequency, steps, 9), total / div);
+  steps[8]--;
+  assert_int_equal(ms_after(frequency, steps, 9), total / div - 1u);
+}
+
+static void ms_timer_is_exact_over_long_pauses(void** state) {
+  const uint64_t steps[] = {249999, 1, 3};
+  (void)state;
+  /* short steps whose remainders add up, then pauses of 2^31 ticks and more */
+  check_ms_exact(250000000u);       /* 250 MHz */
+  check_ms_exact(25000000u);        /* 25 MHz, a SysTick */
+  check_ms_exact(10000000000ull);   /* 10 GHz: ticks per ms from a frequency above 2^32 */
+  check_ms_exact(3000000000ull + 7); /* ticks per ms with a remainder */
+  /* 999 Hz (slower than 1 kHz): whole ticks, scaled */
+  assert_int_equal(ms_after(999u, steps, 3), 250003u * (1000u / 999u));
+}
+
+/* The agent's log lines: the session line carries the 64-bit id as 16 hex digits. */
+static char session_line[256];
+static void keep_session_line(void* user, int level, const char* message) {
+  (void)user, (void)level;
+  if (strncmp(message, "telemark: session ", 18) == 0)
+    snprintf(session_line, sizeof session_line, "%s", message);
+}
+
+static void session_line_has_the_id(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  char want[64];
+  (void)state;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  d.logger.fn = keep_session_line;
+  session_line[0] = 0;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  snprintf(want, sizeof want, "telemark: session %016llx over callback",
+           (unsigned long long)stats_now().session_id);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  /* then ", lz4" / ", keyed" as the build and the desc have it */
+  assert_int_equal(strncmp(session_line, want, strlen(want)), 0);
+}
+
 static void runtime_level_and_mask(void** state) {
   receiver r;
   tmk_agent_desc d;
@@ -340,6 +426,8 @@ int main(void) {
       AGENT_TEST(limits_are_counted_not_crashed_on),
       AGENT_TEST(wrapping_32bit_clock),
       AGENT_TEST(wrapping_24bit_clock),
+      AGENT_TEST(ms_timer_is_exact_over_long_pauses),
+      AGENT_TEST(session_line_has_the_id),
       AGENT_TEST(runtime_level_and_mask),
       AGENT_TEST(zones_before_init_and_after_shutdown_are_ignored),
   };
