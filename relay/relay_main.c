@@ -242,18 +242,12 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
       snprintf(cfg->clickhouse_url, sizeof cfg->clickhouse_url, "%s", v);
       continue;
     }
-    if (strcmp(a, "--clickhouse-spill") == 0) {
+    if (strcmp(a, "--clickhouse-spill") == 0 || strcmp(a, "--clickhouse-memory") == 0) {
+      const int spill = a[13] == 's';
       size_t sz;
       if (parse_size(v, &sz) || sz < ((size_t)1 << 20))
-        return bad_flag("--clickhouse-spill '%s': expected a size of at least 1M, e.g. 1G%s", v, "");
-      cfg->clickhouse_spill_max = sz;
-      continue;
-    }
-    if (strcmp(a, "--clickhouse-memory") == 0) {
-      size_t sz;
-      if (parse_size(v, &sz) || sz < ((size_t)1 << 20))
-        return bad_flag("--clickhouse-memory '%s': expected a size of at least 1M, e.g. 64M%s", v, "");
-      cfg->clickhouse_memory_max = sz;
+        return bad_flag("%s '%s': expected a size of at least 1M, e.g. 64M or 1G", a, v);
+      *(spill ? &cfg->clickhouse_spill_max : &cfg->clickhouse_memory_max) = sz;
       continue;
     }
     if (strcmp(a, "--clickhouse-spill-dir") == 0) {

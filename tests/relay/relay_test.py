@@ -18,7 +18,7 @@ import time
 BIN = TMP = QEMU = PPC_SYNTH = DEMO = SENDTEST = BIG_ENDIAN = None
 RELAY = "telemark-relay"  # or telemark-relay-asan (ASan + UBSan build)
 FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--session-memory",
-         "--reorder-window", "--log-level"]
+         "--reorder-window", "--log-level", "--clickhouse-spill", "--clickhouse-memory"]
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -151,6 +151,8 @@ def case_cli():
     for bad, why in ([["--bogus"], "unknown option"], [["--max-sessions", "0"], "--max-sessions"],
                      [["--listen", "nothost"], "--listen"], [["--session-memory", "12x"], "--session-memory"],
                      [["--reorder-window", "5parsecs"], "--reorder-window"], [["--log-level", "loud"], "--log-level"],
+                     [["--clickhouse-spill", "12"], "--clickhouse-spill"],
+                     [["--clickhouse-memory", "lots"], "--clickhouse-memory"],
                      [["--listen"], "needs a value"]):
         p = subprocess.run([exe, *bad], capture_output=True, text=True, timeout=10)
         eq(p.returncode, 2, f"exit code for {bad}")
