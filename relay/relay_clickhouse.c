@@ -316,7 +316,6 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
 /* ---------------------------------------------------------------------------------------------
  * Requests (relay_clickhouse_http.c)
  * ------------------------------------------------------------------------------------------- */
-static uint64_t mono_ms(void) { return tmk__now_ms(); }
 
 static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t blen, chbuf* resp,
                      size_t rcap, char* err, size_t ecap) {
@@ -633,15 +632,11 @@ static void* sink_main(void* arg) {
   pthread_mutex_lock(&ch->mu);
   for (;;) {
     int stopping = ch->stop;
-    uint64_t now = mono_ms();
+    uint64_t now = tmk__now_ms();
     if (stopping && now >= ch->drain_deadline_ms) break;
     if (!ch->q_head && !ch->disk_batches) {
       if (stopping) break;
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += 200 * 1000000L;
-      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-      pthread_cond_timedwait(&ch->cv, &ch->mu, &ts);
+      tmk__cond_wait_ms(&ch->cv, &ch->mu, 200);
       continue;
     }
     if (backoff) {
@@ -655,12 +650,7 @@ static void* sink_main(void* arg) {
         spill_or_drop_locked(ch, b, 1);
       }
       if (stopping) break;
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_sec += backoff / 1000;
-      ts.tv_nsec += (long)(backoff % 1000) * 1000000L;
-      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-      pthread_cond_timedwait(&ch->cv, &ch->mu, &ts);
+      tmk__cond_wait_ms(&ch->cv, &ch->mu, backoff);
       if (ch->stop && !stopping) continue;
     }
     pthread_mutex_unlock(&ch->mu);
@@ -775,7 +765,7 @@ static batch* stage(tmk__ch* ch) {
     pthread_mutex_unlock(&ch->mu);
     ch->stage = b ? b : calloc(1, sizeof *ch->stage);
     if (!ch->stage) return NULL;
-    ch->stage->first_ms = mono_ms();
+    ch->stage->first_ms = tmk__now_ms();
     /* room for a full batch of zone runs up front: no reallocs (untouched pages cost nothing;
      * 2 MiB-aligned buffers, for transparent huge pages, were tried: docs/SCALE.md) */
     if (!ch->stage->seg[T_ZONE_RUNS].cap)
@@ -821,7 +811,7 @@ static void seal_zones(tmk__ch* ch) {
   batch* b = ch->stage;
   if (!b) return;
   uint64_t first = b->first_ms;
-  if (mono_ms() - first >= ch->batch_ms) {
+  if (tmk__now_ms() - first >= ch->batch_ms) {
     seal(ch);
     return;
   }
@@ -1065,7 +1055,7 @@ void tmk__ch_tick(tmk__ch* ch, tmk_relay* r, uint64_t now_ms) {
     ch->last_rows_ms = now_ms;
     for (uint32_t i = 0; i < r->nsessions; i++) session_row(ch, r->sessions[i], 0);
   }
-  if (ch->stage && mono_ms() - ch->stage->first_ms >= ch->batch_ms) seal(ch);
+  if (ch->stage && tmk__now_ms() - ch->stage->first_ms >= ch->batch_ms) seal(ch);
 }
 
 void tmk__ch_shutdown(tmk__ch* ch, tmk_relay* r, uint32_t drain_ms) {
@@ -1073,7 +1063,7 @@ void tmk__ch_shutdown(tmk__ch* ch, tmk_relay* r, uint32_t drain_ms) {
   seal(ch);
   pthread_mutex_lock(&ch->mu);
   ch->stop = 1;
-  ch->drain_deadline_ms = mono_ms() + drain_ms;
+  ch->drain_deadline_ms = tmk__now_ms() + drain_ms;
   pthread_cond_signal(&ch->cv);
   pthread_mutex_unlock(&ch->mu);
 }
@@ -1146,7 +1136,7 @@ void tmk__ch_free(tmk__ch* ch) {
     pthread_mutex_lock(&ch->mu);
     if (!ch->stop) {
       ch->stop = 1;
-      ch->drain_deadline_ms = mono_ms();
+      ch->drain_deadline_ms = tmk__now_ms();
     }
     pthread_cond_signal(&ch->cv);
     pthread_mutex_unlock(&ch->mu);

@@ -68,6 +68,8 @@ void tmk_relay__log_limited(tmk__logger* lg, int level, const char* key, uint64_
 /* Monotonic and wall clocks. */
 uint64_t tmk__now_ms(void);
 uint64_t tmk__unix_ns(void);
+/* pthread_cond_timedwait for at most ms milliseconds from now (mu held). */
+void tmk__cond_wait_ms(pthread_cond_t* cv, pthread_mutex_t* mu, uint64_t ms);
 
 /* =============================================================================================
  * Reorder buffer (relay_reorder.c)

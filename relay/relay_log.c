@@ -34,6 +34,15 @@ uint64_t tmk__now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+void tmk__cond_wait_ms(pthread_cond_t* cv, pthread_mutex_t* mu, uint64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(ms / 1000);
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  pthread_cond_timedwait(cv, mu, &ts);
+}
+
 uint64_t tmk__unix_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
