@@ -147,14 +147,18 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
 
 typedef struct tmk__slab tmk__slab;
 typedef struct tmk__slabs {
-  tmk__slab* cur; /* the slab blocks are handed out from */
-  tmk__slab* all; /* every slab still holding a block (or cur) */
+  tmk__slab* cur;   /* the slab blocks are handed out from */
+  tmk__slab* all;   /* every slab still holding a block (or cur) */
+  tmk__slab* spare; /* one emptied slab kept for the next, NULL if none */
+  uint64_t maps;    /* slabs taken from the kernel so far */
 } tmk__slabs;
 
 /* Returns `size` bytes (64-byte aligned) and the slab they came from in *from, or NULL when the
  * kernel has no memory for a new slab (the caller then uses malloc). */
 void* tmk__slab_alloc(tmk__slabs* sl, size_t size, tmk__slab** from);
-/* A block of slab s is no longer used: an empty slab goes back to the kernel. */
+/* A block of slab s is no longer used. An empty slab is kept as the spare (a store at its budget
+ * evicts as fast as it fills, so the next slab it needs is that one, its pages already there);
+ * an empty slab beyond the spare goes back to the kernel. */
 void tmk__slab_free(tmk__slabs* sl, tmk__slab* s);
 void tmk__slab_free_all(tmk__slabs* sl);
 
@@ -181,6 +185,8 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
  * mem_bytes, unresolved_sites) and info fields (first_ns, last_ns, threads, sites,
  * dropped_by_reason). */
 void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info);
+/* Slabs the store has taken from the kernel so far (tests: a store at its budget reuses them). */
+uint64_t tmk__store_slab_maps(const tmk__store* st);
 /* Every zone q selects, one slice at a time (tmk__store_zones_slice), to fn until it returns
  * non-zero or q->limit (default 100,000) zones were given. Returns the number given. */
 int tmk__store_zones(const tmk__store* st, const tmk_relay_query* q, tmk_relay_zone_fn fn,

@@ -1,7 +1,9 @@
 /* relay_slab.c — memory for the store's full zone chunks: slabs of TMK__SLAB_BYTES faulted in by
  * the kernel in one call where it can (MAP_POPULATE), so that a session storing zones fast does
- * not take a page fault every 256 zones; a slab goes back to the kernel when its last chunk is
- * freed (the store evicts oldest first, so slabs empty in order). Huge pages (MADV_HUGEPAGE on
+ * not take a page fault every 256 zones; a slab whose last chunk is freed (the store evicts oldest
+ * first, so slabs empty in order) is kept as the one spare and reused before a new one is mapped,
+ * so that a store at its budget, evicting as fast as it stores, takes no fresh pages at all;
+ * emptied slabs beyond the spare go back to the kernel. Huge pages (MADV_HUGEPAGE on
  * aligned slabs) were tried: faster in process on a quiet machine, but slower in the relay
  * under load (clearing 2 MiB pages, compaction), so they are not used. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE */
@@ -34,11 +36,16 @@ static tmk__slab* slab_map(void) {
   return m == MAP_FAILED ? NULL : (tmk__slab*)m;
 }
 
-static void slab_release(tmk__slabs* sl, tmk__slab* s) {
+/* Takes s out of the list of slabs holding blocks. */
+static void slab_unlink(tmk__slabs* sl, tmk__slab* s) {
   if (s->prev) s->prev->next = s->next;
   else sl->all = s->next;
   if (s->next) s->next->prev = s->prev;
   if (sl->cur == s) sl->cur = NULL;
+}
+
+static void slab_release(tmk__slabs* sl, tmk__slab* s) {
+  slab_unlink(sl, s);
   munmap(s, TMK__SLAB_BYTES);
 }
 
@@ -47,8 +54,14 @@ void* tmk__slab_alloc(tmk__slabs* sl, size_t size, tmk__slab** from) {
   if (size > TMK__SLAB_BYTES - SLAB_HEADER) return NULL;
   tmk__slab* s = sl->cur;
   if (!s || s->used + size > TMK__SLAB_BYTES) {
-    tmk__slab* m = slab_map();
-    if (!m) return NULL;
+    tmk__slab* m = sl->spare;
+    if (m) {
+      sl->spare = NULL;
+    } else {
+      m = slab_map();
+      if (!m) return NULL;
+      sl->maps++;
+    }
     if (s && s->live == 0) slab_release(sl, s);
     s = m;
     s->prev = NULL;
@@ -68,10 +81,18 @@ void* tmk__slab_alloc(tmk__slabs* sl, size_t size, tmk__slab** from) {
 
 void tmk__slab_free(tmk__slabs* sl, tmk__slab* s) {
   if (--s->live) return;
-  if (s == sl->cur) s->used = (uint32_t)SLAB_HEADER; /* empty: fill it again from the start */
-  else slab_release(sl, s);
+  if (s == sl->cur) {
+    s->used = (uint32_t)SLAB_HEADER; /* empty: fill it again from the start */
+  } else if (!sl->spare) {
+    slab_unlink(sl, s);
+    sl->spare = s;
+  } else {
+    slab_release(sl, s);
+  }
 }
 
 void tmk__slab_free_all(tmk__slabs* sl) {
   while (sl->all) slab_release(sl, sl->all);
+  if (sl->spare) munmap(sl->spare, TMK__SLAB_BYTES);
+  sl->spare = NULL;
 }

@@ -15,8 +15,9 @@
 #define ZONE_CHUNK_CAP ((TMK__SLAB_BLOCK - (uint32_t)sizeof(chunk)) & ~(uint32_t)(sizeof(zrec) - 1))
 #define MIN_ZONES_PER_CHUNK 16 /* (sparse zones, 2^33 ticks apart, each need a chunk) */
 /* Stores with at least this budget that already hold SLAB_AFTER bytes take their full zone
- * chunks from slabs. A slab's unused rest (< 512 KiB, not counted in the budget) is then at
- * most half what the store holds, and small beside a busy store. */
+ * chunks from slabs. What the slabs hold beyond the chunks (not counted in the budget: the
+ * current slab's unused rest, < 512 KiB, and one emptied spare slab, 512 KiB) is then at most
+ * what the store holds, and small beside a busy store. */
 #define SLAB_MIN_BUDGET ((size_t)64 << 20)
 #define SLAB_AFTER ((size_t)1 << 20)
 #define EVENT_CHUNK_BYTES 8192
@@ -999,6 +1000,8 @@ int tmk__store_packet(tmk__store* st, const uint8_t* packet, size_t len, void* s
 /* ---------------------------------------------------------------------------------------------
  * Queries
  * ------------------------------------------------------------------------------------------- */
+uint64_t tmk__store_slab_maps(const tmk__store* st) { return st->slabs.maps; }
+
 void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info) {
   info->stats.records = st->records;
   info->stats.zones = st->zones;

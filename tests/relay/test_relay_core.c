@@ -488,7 +488,9 @@ static int check_run(void* ud, const tmk_relay_zone* z) {
 /* Issue 10: a store with a budget of 64 MiB or more takes its full zone chunks from slabs
  * (relay_slab.c). Two threads' chunks share the slabs; filling the budget twice over evicts
  * chunks and frees whole slabs in order, and what is left is intact: each thread's newest zones,
- * every one in sequence, none from a reused or unmapped block. */
+ * every one in sequence, none from a reused or unmapped block. Once at its budget the store
+ * reuses its emptied slab instead of mapping fresh ones: over the whole run it maps about one
+ * budget's worth of slabs, not two. */
 static void test_store_slabs_evict(void** state) {
   (void)state;
   size_t budget = (size_t)64 << 20;
@@ -531,6 +533,11 @@ static void test_store_slabs_evict(void** state) {
     total += c.n;
   }
   assert_int_equal(total + info.stats.evicted, info.stats.zones);
+  uint64_t maps = tmk__store_slab_maps(st);
+  if (maps > budget / TMK__SLAB_BYTES + 4)
+    fail_msg("the store mapped %llu slabs for a %zu-slab budget filled twice over (reuse: <= %zu)",
+             (unsigned long long)maps, budget / TMK__SLAB_BYTES, budget / TMK__SLAB_BYTES + 4);
+  assert_true(maps >= budget / TMK__SLAB_BYTES / 2); /* it did use slabs */
   free(scratch);
   tmk__store_free(st);
 }
