@@ -266,6 +266,7 @@ struct tmk__ch {
   batch* q_head;
   batch* q_tail;
   uint64_t q_bytes, q_batches;
+  int sending; /* [mu] the sink has a batch from memory off the queue, not yet sent or spilled */
   uint64_t disk_bytes, disk_batches;
   int stop;
   uint64_t drain_deadline_ms;
@@ -671,6 +672,7 @@ static void* sink_main(void* arg) {
         if (!ch->q_head) ch->q_tail = NULL;
         ch->q_bytes -= b->bytes;
         ch->q_batches--;
+        ch->sending = 1; /* still pending for GET /api/relay until sent or spilled */
       }
       pthread_mutex_unlock(&ch->mu);
       char path[1100];
@@ -701,6 +703,7 @@ static void* sink_main(void* arg) {
       if (b) ok = send_batch(ch, b, err, sizeof err) == 0;
     }
     pthread_mutex_lock(&ch->mu);
+    ch->sending = 0;
     if (ok) {
       if (b) {
         ch->st.batches_sent++;
@@ -1156,7 +1159,7 @@ void tmk__ch_free(tmk__ch* ch) {
 void tmk__ch_get_stats(tmk__ch* ch, tmk__ch_stats* out) {
   pthread_mutex_lock(&ch->mu);
   *out = ch->st;
-  out->batches_queued = ch->q_batches;
+  out->batches_queued = ch->q_batches + (uint64_t)ch->sending;
   out->batches_spilled = ch->disk_batches;
   out->spill_bytes = ch->disk_bytes;
   out->staging_kept_bytes = ch->keep_bytes;

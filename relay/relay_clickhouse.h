@@ -55,7 +55,7 @@ const struct tmk__ch_endpoint* tmk__ch_endpoint_of(const tmk__ch* ch);
 /* Counters for GET /api/relay (any thread). */
 typedef struct tmk__ch_stats {
   uint64_t rows_sent, batches_sent, bytes_sent;
-  uint64_t batches_queued;  /* in memory, waiting */
+  uint64_t batches_queued;  /* in memory, waiting or being sent */
   uint64_t batches_spilled; /* on disk now, waiting */
   uint64_t spill_bytes;
   uint64_t spilled_total;   /* batches ever written to disk */

@@ -9,6 +9,9 @@ test in a temporary directory on free ports (chserver.py). Cases:
   timers     zones of a 24 MHz timer (converted by the relay), of a session without HELLO (ticks
              as ns) and of a ns timer (expanded by ClickHouse from zone_runs) all equal the
              relay's own zones field by field
+  stall      ClickHouse stopped (SIGSTOP) while a batch is sent to it: the batch counts as
+             pending (a script waiting for batches_pending == 0 must not go on), nothing counts
+             as sent; once it runs again every zone is there exactly once
   upgrade    a database and a spill directory left by an earlier relay: its tables get the
              zone_runs view and keep working, a TMKCH001 spill file is sent, a file of an unknown
              format is renamed .bad with a logged error
@@ -16,6 +19,7 @@ Usage: clickhouse_test.py CASE --bin DIR --tmp DIR"""
 import argparse
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -352,6 +356,39 @@ def case_timers():
         ch.stop()
 
 
+def case_stall():
+    ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
+    try:
+        relay = Relay(ch.url(), os.path.join(TMP, "data"))
+        eq(synth(relay, 0x5a00000000000001, 100).wait(60), 0, "synth exit")
+        wait_for(lambda: len(relay_counts(relay)) == 1, 20, "the first session's BYE")
+        time.sleep(1.2)  # the open batch is sealed (500 ms)
+        before = wait_for(lambda: drained(relay), 30, "first session in ClickHouse")
+        os.killpg(ch.proc.pid, signal.SIGSTOP)  # it accepts connections but answers nothing
+        try:
+            eq(synth(relay, 0x5a00000000000002, 100).wait(60), 0, "synth exit")
+            wait_for(lambda: len(relay_counts(relay)) == 2, 20, "the second session's BYE")
+            time.sleep(1.5)  # every batch is sealed; the sink waits for an answer to the first
+            s = relay.sink()
+            eq(s["rows_sent"], before["rows_sent"], "rows counted as sent while ClickHouse "
+               "answers nothing")
+            if s["batches_pending"] < 1:
+                fail(f"nothing pending while ClickHouse answers nothing (sink: {s})")
+        finally:
+            os.killpg(ch.proc.pid, signal.SIGCONT)
+        want = relay_counts(relay)
+        after = wait_for(lambda: drained(relay), 40, "sink drained after ClickHouse ran again")
+        # Every batch pending then (queued, spilled, or the one waiting for its answer) was sent
+        # once since, and no other batch was made: the counts agree only if the one in flight
+        # was counted as pending.
+        eq(after["batches_sent"] - before["batches_sent"], s["batches_pending"],
+           "batches sent after the stall vs batches_pending during it")
+        relay.stop()
+        check_exact(ch, want, "ClickHouse stopped mid-request")
+    finally:
+        ch.stop()
+
+
 def crc32c(data, crc=0):
     crc ^= 0xFFFFFFFF
     for b in data:
@@ -421,7 +458,8 @@ def case_upgrade():
 
 
 CASES = {"counts": case_counts, "keep": case_keep, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
-         "history": case_history, "timers": case_timers, "upgrade": case_upgrade}
+         "history": case_history, "timers": case_timers, "stall": case_stall,
+         "upgrade": case_upgrade}
 
 
 def main():
