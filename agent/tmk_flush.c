@@ -264,19 +264,25 @@ static int select_thread(uint32_t thread) {
   return 0;
 }
 
-/* Writes one record for `thread` (NO_THREAD: thread-independent). Records that fit no packet
- * are counted as TMK_DROP_TOO_BIG. */
-static void emit(const rec* r, uint32_t thread) {
+/* Writes one record r, or zones z[0..n) when r is NULL, for `thread` (NO_THREAD:
+ * thread-independent); a packet too full for it is sent and the put tried once more on a fresh
+ * one. Returns how many were written (a record: 1), or 0 after counting one as TMK_DROP_TOO_BIG
+ * (it fits no packet). */
+static int put(const rec* r, const tmk_proto_zone* z, size_t n, uint32_t thread) {
   int attempt;
   for (attempt = 0; attempt < 2; attempt++) {
     int rc = select_thread(thread);
-    if (rc == 0) rc = tmk_proto_put_record(&F->w, r);
-    if (rc >= 0) return;
-    if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&F->w)) break;
+    if (rc == 0) rc = r ? tmk_proto_put_record(&F->w, r) : tmk_proto_put_zones(&F->w, z, n);
+    if (rc > 0) return rc;
+    if (rc == 0 && r) return 1;
+    if ((rc < 0 && rc != TMK_ENOSPC) || tmk_proto_writer_empty(&F->w)) break;
     send_packet();
   }
   F->drops[TMK_DROP_TOO_BIG]++;
+  return 0;
 }
+
+static void emit(const rec* r, uint32_t thread) { put(r, NULL, 0, thread); }
 
 /* Writes the SITE record describing s (its id already assigned by site_id). */
 static void emit_site(tmk_site* s) {
@@ -351,20 +357,10 @@ static void flush_batch(uint32_t thread) {
     }
     z[j] = v;
   }
-  while (off < n) {
-    int rc = select_thread(thread);
-    if (rc == 0) rc = tmk_proto_put_zones(&g->w, z + off, n - off);
-    if (rc > 0) {
-      off += (size_t)rc;
-      g->pkt_zones += (uint32_t)rc;
-    }
-    if (off >= n) break;
-    if ((rc < 0 && rc != TMK_ENOSPC) || (rc <= 0 && tmk_proto_writer_empty(&g->w))) {
-      g->drops[TMK_DROP_TOO_BIG]++; /* cannot happen with sane limits; never loop forever */
-      off++;
-      continue;
-    }
-    send_packet();
+  while (off < n) { /* a zone that fits no packet is counted and skipped */
+    int k = put(NULL, z + off, n - off, thread);
+    g->pkt_zones += (uint32_t)k;
+    off += k ? (size_t)k : 1u;
   }
   g->batch_len = 0;
 }
