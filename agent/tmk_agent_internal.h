@@ -48,6 +48,11 @@ enum {
 #define TMK__NOINLINE
 #endif
 
+/* Keeps what the flusher writes off the cache line a recording thread writes. One thread of
+ * execution shares no lines (TMK_PORT_ONE_THREAD): there it is 4 bytes, so the fields behind it
+ * stay within reach of a small board's short loads and stores. */
+#define TMK__PAD (TMK_PORT_ONE_THREAD ? 4 : 64)
+
 enum { TMK__SLOT_FREE = 0, TMK__SLOT_CLAIMING = 1, TMK__SLOT_ACTIVE = 2, TMK__SLOT_DEAD = 3 };
 
 typedef struct tmk__thread {
@@ -61,7 +66,7 @@ typedef struct tmk__thread {
   uint32_t wake_mark; /* head at which to wake the flusher next: every half ring written */
   uint32_t drops[TMK_DROP_REASON_COUNT]; /* cumulative; read by the flusher */
   tmk_site* markers[TMK__MARKER_STACK];  /* NULL entry: a BEGIN that was filtered out */
-  uint8_t pad0[64];
+  uint8_t pad0[TMK__PAD];
   /* written by the flusher */
   uint32_t tail;
   uint32_t state; /* TMK__SLOT_*: FREE->CLAIMING->ACTIVE by the thread, DEAD by its exit
@@ -96,7 +101,7 @@ typedef struct tmk__agent {
   uint32_t slot_stride; /* bytes between slots: a multiple of 64, so no two threads share a
                            cache line */
   uint32_t tls_tag;     /* this generation's TLS tag, 0 when stopped (tmk_agent.c, Thread slots) */
-  uint8_t pad0[64];
+  uint8_t pad0[TMK__PAD];
   uint32_t waiters; /* producers blocked in wait mode */
   uint32_t flusher_asleep; /* 1 while the flusher waits for a wake-up; cleared by who wakes it */
   uint32_t has_wake;       /* the port's wake-up is open (tmk_port.h, TMK_PORT_HAS_WAKE) */
