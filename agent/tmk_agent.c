@@ -561,8 +561,10 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
 #else
     uint64_t f = tmk_port_fast_ticks_calibrate();
 #endif
-    while ((f >> tmk__g.shift) > 250000000u) tmk__g.shift++;
-    tmk__g.freq = f >> tmk__g.shift;
+    uint32_t shift = 0; /* a local: with the nanosecond clock, all of this is a constant */
+    while ((f >> shift) > 250000000u) shift++;
+    tmk__g.shift = shift;
+    tmk__g.freq = f >> shift;
   }
 
   fc.session_id = tmk_port_random64();
