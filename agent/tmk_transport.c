@@ -10,6 +10,7 @@
 #define TCP_CONNECT_TIMEOUT_MS 2000u
 
 const char* tmk__transport_name(const tmk__transport* tr) {
+  if (!TMK_PORT_HAS_SOCKETS && !TMK_PORT_HAS_FILES) return "callback"; /* the only one it opens */
   switch (tr->kind) {
     case TMK_TRANSPORT_UDP: return "udp";
     case TMK_TRANSPORT_TCP: return "tcp";
@@ -17,10 +18,6 @@ const char* tmk__transport_name(const tmk__transport* tr) {
     case TMK_TRANSPORT_FILE: return "file";
     default: return "auto";
   }
-}
-
-int tmk__transport_ready(const tmk__transport* tr) {
-  return tr->kind != TMK_TRANSPORT_TCP || tr->tcp_state == 2;
 }
 
 /* ============================================================================================
