@@ -214,17 +214,17 @@ static inline void tmk__unlock(void) { tmk_port_store32_release(&tmk__g.flush_lo
 /* ---- tmk_flush.c (called with the lock held) ----------------------------------------------- */
 /* What tmk_agent_init hands the flusher: buffers carved from the arena and the session facts. */
 typedef struct tmk__flush_config {
-  void* state; /* tmk__flush_state_size() bytes, 64-byte aligned: the flusher's whole state */
   uint64_t session_id;
-  uint32_t max_packet;
+  void* state; /* tmk__flush_state_size() bytes, 64-byte aligned: the flusher's whole state */
   uint8_t* body; /* max_packet - TMK_PROTO_MAX_HEADER bytes */
   uint8_t* out;  /* max_packet + 3 bytes: room for a stream length prefix */
   uint8_t* rx;
-  uint32_t rx_cap;
   tmk_proto_zone* batch;
-  uint32_t batch_cap;
   void* lz4_state; /* NULL: no compression */
   const uint8_t* key; /* NULL: unkeyed; else 16 bytes, copied (never set when TMK_NO_KEY) */
+  uint32_t max_packet;
+  uint32_t rx_cap;
+  uint32_t batch_cap;
 } tmk__flush_config;
 
 /* Returns the bytes of arena the flusher's state takes (tmk__flush_config.state). */

@@ -26,12 +26,12 @@
 /* The flusher's state: one per process, owned by this file. */
 typedef struct tmk__flusher {
   /* Scalars first: the first 128 bytes are what a small board's short loads and stores reach. */
-  uint32_t batch_len;
-  uint32_t w_thread;
-  uint32_t pkt_zones; /* zones in the packet being written */
   uint8_t* pkt;       /* c.out + 3: packets are written here (c.max_packet bytes at most), after
                          room for the stream length prefix */
   tmk_site* sites;
+  uint32_t batch_len;
+  uint32_t w_thread;
+  uint32_t pkt_zones; /* zones in the packet being written */
   uint32_t next_site_id;
   int rejected;
   int force_meta;
