@@ -690,8 +690,9 @@ int tmk__flush_open(const tmk__flush_config* c) {
     strcpy(g->host, d->relay_host);
   }
   strncpy(g->program, d->program, sizeof g->program - 1);
-  strncpy(g->build, d->build ? d->build : "", sizeof g->build - 1); /* length checked at init */
-  strncpy(g->label, d->label ? d->label : "", sizeof g->label - 1);
+  /* length checked at init; "" (zeroed above) when not given */
+  if (d->build) strncpy(g->build, d->build, sizeof g->build - 1);
+  if (d->label) strncpy(g->label, d->label, sizeof g->label - 1);
   memcpy(g->team_names, d->team_names, sizeof g->team_names);
   g->c = *c;
   g->pkt = c->out + 3;
