@@ -763,8 +763,10 @@ int tmk__flush_cycle(int full) {
   tmk__flusher* g = F;
   uint64_t before = g->packets_sent, now;
   uint32_t i;
-  g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */
-  g->pace_now = tmk__g.has_flusher_thread || full;
+  if (TMK_PORT_HAS_SOCKETS) { /* only sockets wait (a full socket, UDP pacing) */
+    g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */
+    g->pace_now = tmk__g.has_flusher_thread || full;
+  }
   update_clock_extension();
   talk_to_relay(); /* may (re)connect and send a HELLO: read the time after it */
   now = tmk__ms();
