@@ -572,7 +572,7 @@ static void update_clock_extension(void) {
   tmk__flusher* g = F;
   uint32_t bits = tmk__g.clk_bits, m; /* 8..32: the counter's width */
   if (!tmk__g.clk_fn || !bits) return;
-  m = bits == 32 ? 0xFFFFFFFFu : (1u << bits) - 1u;
+  m = 0xFFFFFFFFu >> (32u - bits);
   /* the ticks since the last look, modulo 2^bits: 32-bit arithmetic is enough */
   g->clk_ext += ((uint32_t)tmk__g.clk_fn(tmk__g.clk_user) - (uint32_t)g->clk_ext) & m;
   tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)tmk__shr64(g->clk_ext, bits - 1u));
