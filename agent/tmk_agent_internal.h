@@ -158,28 +158,12 @@ static inline uint64_t tmk__extend_clock(uint64_t raw) {
   if ((e & 1u) && !(lo64 >> (bits - 1))) v += 1ull << bits; /* wrapped since the flusher looked */
   return v;
 #else
-  uint32_t hi = e >> 1, lo, v_lo, v_hi;
-  int wrapped;
-  if (bits == 32) {
-    lo = (uint32_t)raw;
-    v_lo = lo;
-    v_hi = hi;
-    wrapped = (e & 1u) && !(lo >> 31);
-  } else {
-    lo = (uint32_t)raw & ((1u << bits) - 1u);
-    v_lo = (hi << bits) | lo;
-    v_hi = hi >> (32u - bits);
-    wrapped = (e & 1u) && !(lo >> (bits - 1u));
-  }
-  if (wrapped) { /* wrapped since the flusher looked: add 2^bits */
-    if (bits == 32) {
-      v_hi++;
-    } else {
-      v_lo += 1u << bits;
-      if (v_lo < (1u << bits)) v_hi++;
-    }
-  }
-  return ((uint64_t)v_hi << 32) | v_lo;
+  /* bits is 8..32: m has `bits` ones, and hi << bits is taken in two steps (a shift by 32 is
+   * undefined in C) */
+  uint32_t hi = e >> 1, m = 0xFFFFFFFFu >> (32u - bits), lo = (uint32_t)raw & m;
+  uint64_t v = ((uint64_t)(hi >> (32u - bits)) << 32) | (hi << (bits - 1u) << 1) | lo;
+  if ((e & 1u) && !(lo >> (bits - 1u))) v += (uint64_t)m + 1u; /* wrapped: add 2^bits */
+  return v;
 #endif
 }
 
