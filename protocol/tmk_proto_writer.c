@@ -619,7 +619,7 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
   int hl;
   if (!w || !out) return TMK_EINVAL;
   flags = w->big_endian ? TMK_PKT_F_BIG_ENDIAN : 0;
-  base = w->has_base ? w->base_time : 0;
+  base = w->base_time; /* 0 while !has_base (reset, and a put_zones that wrote none) */
   if (!w->sealed) {
     /* Body = varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
     uint32_t a = w->a_end - TMK__APREFIX, b;
