@@ -102,7 +102,8 @@ static int ring_wait(tmk__thread* t, uint32_t words) {
       break;
     }
     if (!tmk_port_load32_acquire(&tmk__g.running)) break;
-    if (!tmk__g.has_flusher_thread && tmk__lock(0)) { /* no flusher thread: drain here */
+    /* no flusher thread (never one on a port without threads): drain here */
+    if ((!TMK_PORT_HAS_THREADS || !tmk__g.has_flusher_thread) && tmk__lock(0)) {
       tmk__flush_cycle(1);
       tmk__unlock();
     } else {
@@ -582,7 +583,6 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   tmk__send_hello();
   tmk__unlock();
 
-  tmk__g.has_flusher_thread = 0;
 #if TMK_PORT_HAS_THREADS
   if (!d->manual_pump) {
 #if TMK_PORT_HAS_WAKE

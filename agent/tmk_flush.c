@@ -30,7 +30,6 @@ typedef struct tmk__flusher {
                          room for the stream length prefix */
   tmk_site* sites;
   uint32_t batch_len;
-  uint32_t w_thread;
   uint32_t pkt_zones; /* zones in the packet being written */
   uint32_t next_site_id;
   int rejected;
@@ -107,7 +106,7 @@ static void ms_start(tmk__flusher* g) {
 
 uint64_t tmk__ms(void) {
   tmk__flusher* g = F;
-  uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks;
+  uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks, ms = g->ms;
   uint32_t steps = 0;
   if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
   g->ms_ticks = t;
@@ -122,10 +121,10 @@ uint64_t tmk__ms(void) {
    * not counted, and no timer notices (each waits seconds at most, so all are due either way).
    * ms_rem < ms_div < 2^31, so ms_rem + 2^31 fits. */
   for (;;) {
-    uint32_t sum = g->ms_rem + (delta >> 31 ? 0x80000000u : (uint32_t)delta);
-    g->ms += sum / g->ms_div;
-    g->ms_rem = sum % g->ms_div;
-    if (!(delta >> 31) || ++steps == 0x10000u) return g->ms;
+    uint32_t div = g->ms_div, sum = g->ms_rem + (delta >> 31 ? 0x80000000u : (uint32_t)delta);
+    ms += sum / div;
+    g->ms_rem = sum % div;
+    if (!(delta >> 31) || ++steps == 0x10000u) return g->ms = ms;
     delta -= 0x80000000u;
   }
 }
@@ -213,7 +212,6 @@ static int send_packet(void) {
   n = seal(g, tmk_proto_finish(&g->w, g->c.session_id, g->seq, g->pkt, g->c.max_packet,
                                g->lz4_on ? g->c.lz4_state : NULL));
   tmk_proto_writer_reset(&g->w);
-  g->w_thread = 0;
   g->pkt_zones = 0;
   if (n < 0) {
     /* the code, not tmk_strerror's text: its table is 1.2 KB on a board, and this cannot
@@ -252,12 +250,7 @@ typedef tmk_proto_record rec;
 
 /* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
 static int select_thread(uint32_t thread) {
-  int rc;
-  if (thread == NO_THREAD || F->w_thread == thread) return 0;
-  rc = tmk_proto_put_thread(&F->w, thread);
-  if (rc < 0) return rc;
-  F->w_thread = thread;
-  return 0;
+  return thread == NO_THREAD ? 0 : tmk_proto_put_thread(&F->w, thread); /* 0 if already so */
 }
 
 /* Writes one record r, or zones z[0..n) when r is NULL, for `thread` (NO_THREAD:
@@ -305,7 +298,7 @@ static void emit_site(tmk_site* s) {
 }
 
 /* Writes the THREAD_NAME record of slot t. */
-static void emit_thread_name(const tmk__thread* t) {
+static TMK__NOINLINE void emit_thread_name(const tmk__thread* t) {
   rec r;
   r.type = TMK_REC_THREAD_NAME;
   r.thread = t->id;
@@ -599,13 +592,13 @@ int tmk__send_hello(void) {
   h.pointer_size = (uint8_t)sizeof(void*);
   h.timer_freq = tmk__g.freq;
   h.caps = (g->lz4_on ? TMK_CAP_LZ4 : 0u) | (is_socket(g) ? TMK_CAP_CONTROL : 0u) |
-           (g->tr.kind == TMK_TRANSPORT_TCP ? TMK_CAP_TCP : 0u);
+           (is_socket(g) && g->tr.kind == TMK_TRANSPORT_TCP ? TMK_CAP_TCP : 0u);
   h.max_packet = g->c.max_packet;
   h.build.ptr = g->build;
   h.build.len = (uint32_t)strlen(g->build);
   h.label.ptr = g->label;
   h.label.len = (uint32_t)strlen(g->label);
-  g->last_hello_ms = send_ms();
+  if (TMK_PORT_HAS_SOCKETS) g->last_hello_ms = send_ms(); /* only sockets repeat HELLO */
   if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
   n = seal(g, tmk_proto_encode_hello(g->pkt, g->c.max_packet, g->c.session_id, &h));
   if (n < 0) return n;
@@ -707,7 +700,8 @@ int tmk__flush_open(const tmk__flush_config* c) {
   update_clock_extension(); /* from clk_ext 0: seeds the extension with the first reading */
   ms_start(g);
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
-  rc = tmk__transport_open(&g->tr, d, g->host, g->c.rx, g->c.rx_cap, SEND_WAIT_MS(&tmk__g));
+  rc = tmk__transport_open(&g->tr, d, g->host, g->c.rx, g->c.rx_cap,
+                           TMK_PORT_HAS_SOCKETS ? SEND_WAIT_MS(&tmk__g) : 0u);
   if (rc == 0)
     tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %08x%08x over %s%s%s",
              (unsigned)(g->c.session_id >> 32), (unsigned)g->c.session_id, tmk__transport_name(&g->tr),
