@@ -102,7 +102,8 @@ static int ring_wait(tmk__thread* t, uint32_t words) {
       break;
     }
     if (!tmk_port_load32_acquire(&tmk__g.running)) break;
-    if (!tmk__g.has_flusher_thread && tmk__lock(0)) { /* no flusher thread: drain here */
+    /* no flusher thread (never one on a port without threads): drain here */
+    if ((!TMK_PORT_HAS_THREADS || !tmk__g.has_flusher_thread) && tmk__lock(0)) {
       tmk__flush_cycle(1);
       tmk__unlock();
     } else {
@@ -447,7 +448,7 @@ static void flusher_main(void* arg) {
 #endif
 
 int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
-  tmk_agent_desc d;
+  tmk_agent_desc* d = &tmk__g.desc; /* checked and defaulted in place: no copy on the stack */
   uint8_t *p, *end;
   uint32_t max_packet, body_cap, i, threads, ring_bytes, slot_bytes;
   tmk__flush_config fc;
@@ -457,42 +458,42 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
 
   if (tmk__g.running) return TMK_ESTATE;
   if (!arena || bytes < TMK_ARENA_MIN) return arena ? TMK_ENOMEM : TMK_EINVAL;
-  if (desc) d = *desc;
-  else memset(&d, 0, sizeof d);
-  if (d.level < 0 || d.level > TMK_LEVEL(TMK_SEV_TRACE)) return TMK_EINVAL;
-  if (d.transport > TMK_TRANSPORT_FILE) return TMK_EINVAL;
-  if (d.transport == TMK_TRANSPORT_CALLBACK && !d.write.fn) return TMK_EINVAL;
-  if (d.clock.fn && (d.clock.frequency == 0 ||
-                     (d.clock.bits != 0 && d.clock.bits != 64 &&
-                      (d.clock.bits < 8 || d.clock.bits > 32))))
-    return TMK_EINVAL;
-
-#if TMK_NO_KEY
-  if (d.key) return TMK_ENOTSUP; /* built without packet authentication */
-#endif
-  if ((d.build && strlen(d.build) > TMK_PROTO_MAX_LABEL) ||
-      (d.label && strlen(d.label) > TMK_PROTO_MAX_LABEL))
-    return TMK_EINVAL;
-
+  /* Stopped, nothing reads tmk__g but gen and tls_tag (0 either way): clear it first, so the
+   * desc is checked where it is kept. */
   gen = tmk__g.gen;
   memset(&tmk__g, 0, sizeof tmk__g);
   tmk__g.gen = gen;
-  if (!d.relay_host && TMK_PORT_HAS_SOCKETS) d.relay_host = "127.0.0.1";
-  if (!d.relay_port) d.relay_port = TMK_PROTO_DEFAULT_PORT;
-  if (!d.program) d.program = "telemark-app";
-  if (!d.file_path && TMK_PORT_HAS_FILES) d.file_path = "telemark.tmk";
-  tmk__g.desc = d;
+  if (desc) *d = *desc;
+  if (d->level < 0 || d->level > TMK_LEVEL(TMK_SEV_TRACE)) return TMK_EINVAL;
+  if (d->transport > TMK_TRANSPORT_FILE) return TMK_EINVAL;
+  if (d->transport == TMK_TRANSPORT_CALLBACK && !d->write.fn) return TMK_EINVAL;
+  if (d->clock.fn && (d->clock.frequency == 0 ||
+                      (d->clock.bits != 0 && d->clock.bits != 64 &&
+                       (d->clock.bits < 8 || d->clock.bits > 32))))
+    return TMK_EINVAL;
+
+#if TMK_NO_KEY
+  if (d->key) return TMK_ENOTSUP; /* built without packet authentication */
+#endif
+  if ((d->build && strlen(d->build) > TMK_PROTO_MAX_LABEL) ||
+      (d->label && strlen(d->label) > TMK_PROTO_MAX_LABEL))
+    return TMK_EINVAL;
+
+  if (!d->relay_host && TMK_PORT_HAS_SOCKETS) d->relay_host = "127.0.0.1";
+  if (!d->relay_port) d->relay_port = TMK_PROTO_DEFAULT_PORT;
+  if (!d->program) d->program = "telemark-app";
+  if (!d->file_path && TMK_PORT_HAS_FILES) d->file_path = "telemark.tmk";
   if (TMK_PORT_HAS_THREADS) /* the flusher thread's interval */
-    tmk__g.flush_interval_ms = d.flush_interval_ms ? d.flush_interval_ms : 10;
-  tmk__g.overflow = (uint32_t)d.overflow;
+    tmk__g.flush_interval_ms = d->flush_interval_ms ? d->flush_interval_ms : 10;
+  tmk__g.overflow = (uint32_t)d->overflow;
   memset(&fc, 0, sizeof fc);
 
   /* ---- carve the arena ---- */
-  max_packet = d.max_packet ? d.max_packet : default_packet(&d, bytes);
+  max_packet = d->max_packet ? d->max_packet : default_packet(d, bytes);
   if (max_packet < TMK_PROTO_MIN_PACKET || max_packet > TMK_PROTO_MAX_PACKET) return TMK_EINVAL;
   fc.max_packet = max_packet;
-  body_cap = max_packet - TMK_PROTO_MAX_HEADER - (d.key ? TMK_PROTO_MAC_LEN : 0u);
-  fc.key = d.key;
+  body_cap = max_packet - TMK_PROTO_MAX_HEADER - (d->key ? TMK_PROTO_MAC_LEN : 0u);
+  fc.key = d->key;
   p = (uint8_t*)arena;
   end = p + bytes;
   fc.state = carve(&p, end, tmk__flush_state_size());
@@ -507,16 +508,16 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   fc.batch = (tmk_proto_zone*)(void*)carve(&p, end, fc.batch_cap * sizeof(tmk_proto_zone));
   if (!fc.state || !fc.body || !fc.out || !fc.batch) return TMK_ENOMEM;
   lz4_size = tmk_proto_lz4_state_size();
-  if (lz4_size && !d.no_compression && bytes >= (128u << 10))
+  if (lz4_size && !d->no_compression && bytes >= (128u << 10))
     fc.lz4_state = carve(&p, end, lz4_size);
   remaining = p < end ? (size_t)(end - p) : 0;
   slot_bytes = (uint32_t)((sizeof(tmk__thread) + 63u) & ~(size_t)63u) + 64u;
-  threads = TMK_PORT_ONE_THREAD ? 1u : d.max_threads ? d.max_threads : 16u;
+  threads = TMK_PORT_ONE_THREAD ? 1u : d->max_threads ? d->max_threads : 16u;
   if (threads > 0xFFFFu) return TMK_EINVAL; /* slot indices are 16-bit in the TLS value */
-  if (d.ring_bytes) {
-    ring_bytes = pow2_floor(d.ring_bytes);
+  if (d->ring_bytes) {
+    ring_bytes = pow2_floor(d->ring_bytes);
     if (ring_bytes < 256) return TMK_EINVAL;
-    if (!d.max_threads) {
+    if (!d->max_threads) {
       size_t fit = remaining / (ring_bytes + slot_bytes);
       threads = (uint32_t)(fit < threads ? fit : threads);
     }
@@ -525,7 +526,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
       size_t per = remaining / threads;
       ring_bytes = per > slot_bytes ? pow2_floor((uint32_t)(per - slot_bytes > (1u << 30) ? (1u << 30) : per - slot_bytes)) : 0;
       if (ring_bytes > TMK__RING_AUTO_MAX) ring_bytes = TMK__RING_AUTO_MAX;
-      if (ring_bytes >= 1024 || threads == 1 || d.max_threads) break;
+      if (ring_bytes >= 1024 || threads == 1 || d->max_threads) break;
       threads /= 2;
     }
     if (ring_bytes < 256) return TMK_ENOMEM;
@@ -549,11 +550,11 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   tmk__g.ring_words = ring_bytes / 8u;
 
   /* ---- clock ---- */
-  if (d.clock.fn) {
-    tmk__g.freq = d.clock.frequency;
-    tmk__g.clk_bits = (d.clock.bits == 64) ? 0u : d.clock.bits;
-    tmk__g.clk_user = d.clock.user_data;
-    tmk__g.clk_fn = d.clock.fn; /* tmk__flush_open seeds the extension of a wrapping one */
+  if (d->clock.fn) {
+    tmk__g.freq = d->clock.frequency;
+    tmk__g.clk_bits = (d->clock.bits == 64) ? 0u : d->clock.bits;
+    tmk__g.clk_user = d->clock.user_data;
+    tmk__g.clk_fn = d->clock.fn; /* tmk__flush_open seeds the extension of a wrapping one */
   } else {
     /* Scale a fast counter down to at most ~250 MHz: finer ticks cost wire bytes, not insight. */
 #if TMK_PORT_FAST_TICKS_NS
@@ -561,8 +562,10 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
 #else
     uint64_t f = tmk_port_fast_ticks_calibrate();
 #endif
-    while ((f >> tmk__g.shift) > 250000000u) tmk__g.shift++;
-    tmk__g.freq = f >> tmk__g.shift;
+    uint32_t shift = 0; /* a local: with the nanosecond clock, all of this is a constant */
+    while ((f >> shift) > 250000000u) shift++;
+    tmk__g.shift = shift;
+    tmk__g.freq = f >> shift;
   }
 
   fc.session_id = tmk_port_random64();
@@ -572,17 +575,16 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   tmk__g.running = 1;
   tmk_port_store32_release(&tmk__g.gen, gen + 1u);
   tmk_port_store32_release(&tmk__g.tls_tag, tls_tag_of(gen + 1u));
-  tmk__apply_filter(d.level ? (uint32_t)(d.level - 1) : (uint32_t)TMK_SEV_INFO,
-                    d.verbosity ? d.verbosity : 0xFFFFFFFFu);
+  tmk__apply_filter(d->level ? (uint32_t)(d->level - 1) : (uint32_t)TMK_SEV_INFO,
+                    d->verbosity ? d->verbosity : 0xFFFFFFFFu);
   tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "agent up, %u thread slot(s) x %u-byte rings",
            (unsigned)threads, (unsigned)ring_bytes);
   tmk__lock(1);
   tmk__send_hello();
   tmk__unlock();
 
-  tmk__g.has_flusher_thread = 0;
 #if TMK_PORT_HAS_THREADS
-  if (!d.manual_pump) {
+  if (!d->manual_pump) {
 #if TMK_PORT_HAS_WAKE
     tmk__g.has_wake = tmk_port_wake_open(&tmk__g.wake) == 0;
 #endif

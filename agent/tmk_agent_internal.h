@@ -48,6 +48,11 @@ enum {
 #define TMK__NOINLINE
 #endif
 
+/* Keeps what the flusher writes off the cache line a recording thread writes. One thread of
+ * execution shares no lines (TMK_PORT_ONE_THREAD): there it is 4 bytes, so the fields behind it
+ * stay within reach of a small board's short loads and stores. */
+#define TMK__PAD (TMK_PORT_ONE_THREAD ? 4 : 64)
+
 enum { TMK__SLOT_FREE = 0, TMK__SLOT_CLAIMING = 1, TMK__SLOT_ACTIVE = 2, TMK__SLOT_DEAD = 3 };
 
 typedef struct tmk__thread {
@@ -61,7 +66,7 @@ typedef struct tmk__thread {
   uint32_t wake_mark; /* head at which to wake the flusher next: every half ring written */
   uint32_t drops[TMK_DROP_REASON_COUNT]; /* cumulative; read by the flusher */
   tmk_site* markers[TMK__MARKER_STACK];  /* NULL entry: a BEGIN that was filtered out */
-  uint8_t pad0[64];
+  uint8_t pad0[TMK__PAD];
   /* written by the flusher */
   uint32_t tail;
   uint32_t state; /* TMK__SLOT_*: FREE->CLAIMING->ACTIVE by the thread, DEAD by its exit
@@ -96,7 +101,7 @@ typedef struct tmk__agent {
   uint32_t slot_stride; /* bytes between slots: a multiple of 64, so no two threads share a
                            cache line */
   uint32_t tls_tag;     /* this generation's TLS tag, 0 when stopped (tmk_agent.c, Thread slots) */
-  uint8_t pad0[64];
+  uint8_t pad0[TMK__PAD];
   uint32_t waiters; /* producers blocked in wait mode */
   uint32_t flusher_asleep; /* 1 while the flusher waits for a wake-up; cleared by who wakes it */
   uint32_t has_wake;       /* the port's wake-up is open (tmk_port.h, TMK_PORT_HAS_WAKE) */
@@ -153,28 +158,12 @@ static inline uint64_t tmk__extend_clock(uint64_t raw) {
   if ((e & 1u) && !(lo64 >> (bits - 1))) v += 1ull << bits; /* wrapped since the flusher looked */
   return v;
 #else
-  uint32_t hi = e >> 1, lo, v_lo, v_hi;
-  int wrapped;
-  if (bits == 32) {
-    lo = (uint32_t)raw;
-    v_lo = lo;
-    v_hi = hi;
-    wrapped = (e & 1u) && !(lo >> 31);
-  } else {
-    lo = (uint32_t)raw & ((1u << bits) - 1u);
-    v_lo = (hi << bits) | lo;
-    v_hi = hi >> (32u - bits);
-    wrapped = (e & 1u) && !(lo >> (bits - 1u));
-  }
-  if (wrapped) { /* wrapped since the flusher looked: add 2^bits */
-    if (bits == 32) {
-      v_hi++;
-    } else {
-      v_lo += 1u << bits;
-      if (v_lo < (1u << bits)) v_hi++;
-    }
-  }
-  return ((uint64_t)v_hi << 32) | v_lo;
+  /* bits is 8..32: m has `bits` ones, and hi << bits is taken in two steps (a shift by 32 is
+   * undefined in C) */
+  uint32_t hi = e >> 1, m = 0xFFFFFFFFu >> (32u - bits), lo = (uint32_t)raw & m;
+  uint64_t v = ((uint64_t)(hi >> (32u - bits)) << 32) | (hi << (bits - 1u) << 1) | lo;
+  if ((e & 1u) && !(lo >> (bits - 1u))) v += (uint64_t)m + 1u; /* wrapped: add 2^bits */
+  return v;
 #endif
 }
 
@@ -209,17 +198,17 @@ static inline void tmk__unlock(void) { tmk_port_store32_release(&tmk__g.flush_lo
 /* ---- tmk_flush.c (called with the lock held) ----------------------------------------------- */
 /* What tmk_agent_init hands the flusher: buffers carved from the arena and the session facts. */
 typedef struct tmk__flush_config {
-  void* state; /* tmk__flush_state_size() bytes, 64-byte aligned: the flusher's whole state */
   uint64_t session_id;
-  uint32_t max_packet;
+  void* state; /* tmk__flush_state_size() bytes, 64-byte aligned: the flusher's whole state */
   uint8_t* body; /* max_packet - TMK_PROTO_MAX_HEADER bytes */
   uint8_t* out;  /* max_packet + 3 bytes: room for a stream length prefix */
   uint8_t* rx;
-  uint32_t rx_cap;
   tmk_proto_zone* batch;
-  uint32_t batch_cap;
   void* lz4_state; /* NULL: no compression */
   const uint8_t* key; /* NULL: unkeyed; else 16 bytes, copied (never set when TMK_NO_KEY) */
+  uint32_t max_packet;
+  uint32_t rx_cap;
+  uint32_t batch_cap;
 } tmk__flush_config;
 
 /* Returns the bytes of arena the flusher's state takes (tmk__flush_config.state). */

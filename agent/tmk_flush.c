@@ -25,56 +25,51 @@
 
 /* The flusher's state: one per process, owned by this file. */
 typedef struct tmk__flusher {
+  /* Scalars first: the first 128 bytes are what a small board's short loads and stores reach. */
+  uint8_t* pkt;       /* c.out + 3: packets are written here (c.max_packet bytes at most), after
+                         room for the stream length prefix */
+  tmk_site* sites;
+  uint32_t batch_len;
+  uint32_t pkt_zones; /* zones in the packet being written */
+  uint32_t next_site_id;
+  int rejected;
+  int force_meta;
+  int welcomed;
+  int lz4_on;
+  uint32_t level; /* the filter tmk__filter[] holds */
+  uint32_t mask;
+  uint32_t ms_div, ms_rem;    /* ticks per ms (0: slower than 1 kHz), ticks not yet counted */
+  uint32_t no_thread_seen;
+  int pace_now;         /* this cycle may wait for tokens (flusher thread, flush, shutdown) */
+  uint64_t ms, ms_ticks;      /* tmk__ms: the last result and the ticks it was taken at */
+  uint64_t seq;
+  uint64_t packets_sent;
+  uint64_t zones_sent;
+  uint64_t zones_unsent;
+  uint64_t last_meta_ms;
+  uint64_t clk_ext; /* 64-bit view of a wrapping override clock (publishes tmk__g.clk_e) */
+  uint64_t drops[TMK_DROP_REASON_COUNT];
+  uint64_t drops_sent[TMK_DROP_REASON_COUNT];
+  tmk__flush_config c; /* as tmk_agent_init gave it: buffers, session id, max_packet (its key
+                          pointer is the caller's: see key) */
+  uint64_t last_hello_ms;
+  uint64_t last_welcome_ms;
+  uint64_t pace_ms;     /* when pace_tokens was last refilled */
+  uint64_t pace_tokens; /* bytes that may go out now */
+  int has_control;
+  uint32_t control_seq;
+  uint32_t control_applied;
+  uint32_t unauthenticated; /* relay packets ignored for a missing or wrong MAC */
+#if !TMK_NO_KEY
+  int keyed;
+  uint8_t key[TMK_PROTO_KEY_LEN]; /* desc.key: packets out are sealed, packets in checked */
+#endif
   char host[256]; /* copies: the caller's strings need not outlive init */
   char program[128];
   char build[TMK_PROTO_MAX_LABEL + 1]; /* HELLO §6.1 trailing fields, "" when not given */
   char label[TMK_PROTO_MAX_LABEL + 1];
   const char* team_names[32];
-  uint64_t session_id;
-  uint64_t seq;
-  uint32_t max_packet;
-  uint32_t level; /* the filter tmk__filter[] holds */
-  uint32_t mask;
-  int lz4_on;
-  void* lz4_state;
-#if !TMK_NO_KEY
-  int keyed;
-  uint8_t key[TMK_PROTO_KEY_LEN]; /* desc.key: packets out are sealed, packets in checked */
-#endif
-  uint32_t unauthenticated; /* relay packets ignored for a missing or wrong MAC */
   tmk_proto_writer w;
-  uint32_t w_thread;
-  uint8_t* out; /* max_packet + 3: room for the stream length prefix */
-  uint32_t out_cap;
-  uint8_t* rx;
-  uint32_t rx_cap;
-  tmk_proto_zone* batch;
-  uint32_t batch_cap;
-  uint32_t batch_len;
-  tmk_site* sites;
-  uint32_t next_site_id;
-  uint64_t drops[TMK_DROP_REASON_COUNT];
-  uint64_t drops_sent[TMK_DROP_REASON_COUNT];
-  uint32_t no_thread_seen;
-  uint64_t clk_ext; /* 64-bit view of a wrapping override clock (publishes tmk__g.clk_e) */
-  uint64_t packets_sent;
-  uint64_t zones_sent;
-  uint64_t zones_unsent;
-  uint32_t pkt_zones; /* zones in the packet being written */
-  uint64_t last_meta_ms;
-  uint64_t last_hello_ms;
-  uint64_t last_welcome_ms;
-  uint64_t pace_ms;     /* when pace_tokens was last refilled */
-  uint64_t pace_tokens; /* bytes that may go out now */
-  int pace_now;         /* this cycle may wait for tokens (flusher thread, flush, shutdown) */
-  int force_meta;
-  int welcomed;
-  int rejected;
-  int has_control;
-  uint32_t control_seq;
-  uint32_t control_applied;
-  uint64_t ms, ms_ticks;      /* tmk__ms: the last result and the ticks it was taken at */
-  uint32_t ms_div, ms_rem;    /* ticks per ms (0: slower than 1 kHz), ticks not yet counted */
   tmk__transport tr;
   /* scratch, here rather than on the stack (a board may have 1 KB of stack to spare) */
   uint8_t text[TMK_PROTO_MAX_STRING + 8]; /* a marker's or message's bytes out of the ring */
@@ -111,7 +106,7 @@ static void ms_start(tmk__flusher* g) {
 
 uint64_t tmk__ms(void) {
   tmk__flusher* g = F;
-  uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks;
+  uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks, ms = g->ms;
   uint32_t steps = 0;
   if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
   g->ms_ticks = t;
@@ -126,10 +121,10 @@ uint64_t tmk__ms(void) {
    * not counted, and no timer notices (each waits seconds at most, so all are due either way).
    * ms_rem < ms_div < 2^31, so ms_rem + 2^31 fits. */
   for (;;) {
-    uint32_t sum = g->ms_rem + (delta >> 31 ? 0x80000000u : (uint32_t)delta);
-    g->ms += sum / g->ms_div;
-    g->ms_rem = sum % g->ms_div;
-    if (!(delta >> 31) || ++steps == 0x10000u) return g->ms;
+    uint32_t div = g->ms_div, sum = g->ms_rem + (delta >> 31 ? 0x80000000u : (uint32_t)delta);
+    ms += sum / div;
+    g->ms_rem = sum % div;
+    if (!(delta >> 31) || ++steps == 0x10000u) return g->ms = ms;
     delta -= 0x80000000u;
   }
 }
@@ -197,11 +192,11 @@ static void pace(tmk__flusher* g, size_t len) {
   g->pace_tokens = g->pace_tokens >= len ? g->pace_tokens - len : 0;
 }
 
-/* Keys a finished packet of n bytes at g->out + 3 when the agent has a key (§2.1). Returns the
+/* Keys a finished packet of n bytes at g->pkt when the agent has a key (§2.1). Returns the
  * length to send, or n (< 0) unchanged. */
 static int seal(tmk__flusher* g, int n) {
 #if !TMK_NO_KEY
-  if (g->keyed && n > 0) return tmk_proto_mac_seal(g->out + 3, (size_t)n, g->out_cap - 3u, g->key);
+  if (g->keyed && n > 0) return tmk_proto_mac_seal(g->pkt, (size_t)n, g->c.max_packet, g->key);
 #else
   (void)g;
 #endif
@@ -214,10 +209,9 @@ static int send_packet(void) {
   uint32_t zones = g->pkt_zones;
   int n, rc;
   if (tmk_proto_writer_empty(&g->w)) return 0;
-  n = seal(g, tmk_proto_finish(&g->w, g->session_id, g->seq, g->out + 3, g->out_cap - 3u,
-                               g->lz4_on ? g->lz4_state : NULL));
+  n = seal(g, tmk_proto_finish(&g->w, g->c.session_id, g->seq, g->pkt, g->c.max_packet,
+                               g->lz4_on ? g->c.lz4_state : NULL));
   tmk_proto_writer_reset(&g->w);
-  g->w_thread = 0;
   g->pkt_zones = 0;
   if (n < 0) {
     /* the code, not tmk_strerror's text: its table is 1.2 KB on a board, and this cannot
@@ -234,7 +228,7 @@ static int send_packet(void) {
     return 0;
   }
   pace(g, (size_t)n);
-  rc = tmk__transport_send(&g->tr, g->out + 3, (size_t)n, send_ms());
+  rc = tmk__transport_send(&g->tr, g->pkt, (size_t)n, send_ms());
   if (rc < 0) {
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
@@ -256,27 +250,28 @@ typedef tmk_proto_record rec;
 
 /* Selects `thread` in the writer. Returns 0 or TMK_ENOSPC. */
 static int select_thread(uint32_t thread) {
-  int rc;
-  if (thread == NO_THREAD || F->w_thread == thread) return 0;
-  rc = tmk_proto_put_thread(&F->w, thread);
-  if (rc < 0) return rc;
-  F->w_thread = thread;
-  return 0;
+  return thread == NO_THREAD ? 0 : tmk_proto_put_thread(&F->w, thread); /* 0 if already so */
 }
 
-/* Writes one record for `thread` (NO_THREAD: thread-independent). Records that fit no packet
- * are counted as TMK_DROP_TOO_BIG. */
-static void emit(const rec* r, uint32_t thread) {
+/* Writes one record r, or zones z[0..n) when r is NULL, for `thread` (NO_THREAD:
+ * thread-independent); a packet too full for it is sent and the put tried once more on a fresh
+ * one. Returns how many were written (a record: 1), or 0 after counting one as TMK_DROP_TOO_BIG
+ * (it fits no packet). */
+static int put(const rec* r, const tmk_proto_zone* z, size_t n, uint32_t thread) {
   int attempt;
   for (attempt = 0; attempt < 2; attempt++) {
     int rc = select_thread(thread);
-    if (rc == 0) rc = tmk_proto_put_record(&F->w, r);
-    if (rc >= 0) return;
-    if (rc != TMK_ENOSPC || tmk_proto_writer_empty(&F->w)) break;
+    if (rc == 0) rc = r ? tmk_proto_put_record(&F->w, r) : tmk_proto_put_zones(&F->w, z, n);
+    if (rc > 0) return rc;
+    if (rc == 0 && r) return 1;
+    if ((rc < 0 && rc != TMK_ENOSPC) || tmk_proto_writer_empty(&F->w)) break;
     send_packet();
   }
   F->drops[TMK_DROP_TOO_BIG]++;
+  return 0;
 }
+
+static void emit(const rec* r, uint32_t thread) { put(r, NULL, 0, thread); }
 
 /* Writes the SITE record describing s (its id already assigned by site_id). */
 static void emit_site(tmk_site* s) {
@@ -303,7 +298,7 @@ static void emit_site(tmk_site* s) {
 }
 
 /* Writes the THREAD_NAME record of slot t. */
-static void emit_thread_name(const tmk__thread* t) {
+static TMK__NOINLINE void emit_thread_name(const tmk__thread* t) {
   rec r;
   r.type = TMK_REC_THREAD_NAME;
   r.thread = t->id;
@@ -335,7 +330,7 @@ static int zone_before(const tmk_proto_zone* a, const tmk_proto_zone* b) {
 
 static void flush_batch(uint32_t thread) {
   tmk__flusher* g = F;
-  tmk_proto_zone* z = g->batch;
+  tmk_proto_zone* z = g->c.batch;
   size_t n = g->batch_len, i, off = 0;
   /* Insertion sort: zones arrive by end time, so only parents move (past their children). */
   for (i = 1; i < n; i++) {
@@ -351,20 +346,10 @@ static void flush_batch(uint32_t thread) {
     }
     z[j] = v;
   }
-  while (off < n) {
-    int rc = select_thread(thread);
-    if (rc == 0) rc = tmk_proto_put_zones(&g->w, z + off, n - off);
-    if (rc > 0) {
-      off += (size_t)rc;
-      g->pkt_zones += (uint32_t)rc;
-    }
-    if (off >= n) break;
-    if ((rc < 0 && rc != TMK_ENOSPC) || (rc <= 0 && tmk_proto_writer_empty(&g->w))) {
-      g->drops[TMK_DROP_TOO_BIG]++; /* cannot happen with sane limits; never loop forever */
-      off++;
-      continue;
-    }
-    send_packet();
+  while (off < n) { /* a zone that fits no packet is counted and skipped */
+    int k = put(NULL, z + off, n - off, thread);
+    g->pkt_zones += (uint32_t)k;
+    off += k ? (size_t)k : 1u;
   }
   g->batch_len = 0;
 }
@@ -399,8 +384,8 @@ static void drain_thread(tmk__thread* t) {
      * the same site, the ring's tail published once per batch (a board's -Os image keeps the
      * one loop below). */
     if ((h & 0xFFu) == TMK__E_ZONE) {
-      uint32_t n = g->batch_len, cap = g->batch_cap;
-      tmk_proto_zone* b = g->batch;
+      uint32_t n = g->batch_len, cap = g->c.batch_cap;
+      tmk_proto_zone* b = g->c.batch;
       tmk_site* last = NULL;
       uint32_t last_id = 0;
       for (;;) {
@@ -447,8 +432,8 @@ static void drain_thread(tmk__thread* t) {
     switch (type) {
       case TMK__E_ZONE: {
         tmk_proto_zone* z;
-        if (g->batch_len == g->batch_cap) flush_batch(t->id);
-        z = &g->batch[g->batch_len++];
+        if (g->batch_len == g->c.batch_cap) flush_batch(t->id);
+        z = &g->c.batch[g->batch_len++];
         z->start = time;
         z->duration = ring_word(t, tail + 3) - time;
         z->site = id;
@@ -580,7 +565,7 @@ static void update_clock_extension(void) {
   tmk__flusher* g = F;
   uint32_t bits = tmk__g.clk_bits, m; /* 8..32: the counter's width */
   if (!tmk__g.clk_fn || !bits) return;
-  m = bits == 32 ? 0xFFFFFFFFu : (1u << bits) - 1u;
+  m = 0xFFFFFFFFu >> (32u - bits);
   /* the ticks since the last look, modulo 2^bits: 32-bit arithmetic is enough */
   g->clk_ext += ((uint32_t)tmk__g.clk_fn(tmk__g.clk_user) - (uint32_t)g->clk_ext) & m;
   tmk_port_store32_relaxed(&tmk__g.clk_e, (uint32_t)tmk__shr64(g->clk_ext, bits - 1u));
@@ -607,17 +592,17 @@ int tmk__send_hello(void) {
   h.pointer_size = (uint8_t)sizeof(void*);
   h.timer_freq = tmk__g.freq;
   h.caps = (g->lz4_on ? TMK_CAP_LZ4 : 0u) | (is_socket(g) ? TMK_CAP_CONTROL : 0u) |
-           (g->tr.kind == TMK_TRANSPORT_TCP ? TMK_CAP_TCP : 0u);
-  h.max_packet = g->max_packet;
+           (is_socket(g) && g->tr.kind == TMK_TRANSPORT_TCP ? TMK_CAP_TCP : 0u);
+  h.max_packet = g->c.max_packet;
   h.build.ptr = g->build;
   h.build.len = (uint32_t)strlen(g->build);
   h.label.ptr = g->label;
   h.label.len = (uint32_t)strlen(g->label);
-  g->last_hello_ms = send_ms();
+  if (TMK_PORT_HAS_SOCKETS) g->last_hello_ms = send_ms(); /* only sockets repeat HELLO */
   if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
-  n = seal(g, tmk_proto_encode_hello(g->out + 3, g->out_cap - 3u, g->session_id, &h));
+  n = seal(g, tmk_proto_encode_hello(g->pkt, g->c.max_packet, g->c.session_id, &h));
   if (n < 0) return n;
-  return tmk__transport_send(&g->tr, g->out + 3, (size_t)n, g->last_hello_ms);
+  return tmk__transport_send(&g->tr, g->pkt, (size_t)n, g->last_hello_ms);
 }
 
 static void handle_packet(const uint8_t* p, size_t len) {
@@ -630,7 +615,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
   }
 #endif
   if (tmk_proto_open(r, p, len, NULL, 0) < 0) return;
-  if (r->hdr.session_id != g->session_id && r->hdr.session_id != 0) return; /* not for us */
+  if (r->hdr.session_id != g->c.session_id && r->hdr.session_id != 0) return; /* not for us */
   switch (r->hdr.type) {
     case TMK_PKT_WELCOME: {
       tmk_proto_welcome w;
@@ -640,7 +625,7 @@ static void handle_packet(const uint8_t* p, size_t len) {
         set_welcomed(g, 1);
         tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_INFO, "relay %.*s welcomed session %08x%08x",
                  (int)w.relay_version.len, w.relay_version.ptr,
-                 (unsigned)(g->session_id >> 32), (unsigned)g->session_id);
+                 (unsigned)(g->c.session_id >> 32), (unsigned)g->c.session_id);
       }
       break;
     }
@@ -698,12 +683,12 @@ int tmk__flush_open(const tmk__flush_config* c) {
     strcpy(g->host, d->relay_host);
   }
   strncpy(g->program, d->program, sizeof g->program - 1);
-  strncpy(g->build, d->build ? d->build : "", sizeof g->build - 1); /* length checked at init */
-  strncpy(g->label, d->label ? d->label : "", sizeof g->label - 1);
+  /* length checked at init; "" (zeroed above) when not given */
+  if (d->build) strncpy(g->build, d->build, sizeof g->build - 1);
+  if (d->label) strncpy(g->label, d->label, sizeof g->label - 1);
   memcpy(g->team_names, d->team_names, sizeof g->team_names);
-  g->session_id = c->session_id;
-  g->max_packet = c->max_packet;
-  g->lz4_state = c->lz4_state;
+  g->c = *c;
+  g->pkt = c->out + 3;
   g->lz4_on = c->lz4_state != NULL;
 #if !TMK_NO_KEY
   g->keyed = c->key != NULL;
@@ -711,20 +696,15 @@ int tmk__flush_open(const tmk__flush_config* c) {
 #endif
   tmk_proto_writer_init(&g->w, c->body,
                         c->max_packet - TMK_PROTO_MAX_HEADER - (c->key ? TMK_PROTO_MAC_LEN : 0u));
-  g->out = c->out;
-  g->out_cap = c->max_packet + 3u;
-  g->rx = c->rx;
-  g->rx_cap = c->rx_cap;
-  g->batch = c->batch;
-  g->batch_cap = c->batch_cap;
   g->force_meta = 1;
   update_clock_extension(); /* from clk_ext 0: seeds the extension with the first reading */
   ms_start(g);
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
-  rc = tmk__transport_open(&g->tr, d, g->host, g->rx, g->rx_cap, SEND_WAIT_MS(&tmk__g));
+  rc = tmk__transport_open(&g->tr, d, g->host, g->c.rx, g->c.rx_cap,
+                           TMK_PORT_HAS_SOCKETS ? SEND_WAIT_MS(&tmk__g) : 0u);
   if (rc == 0)
     tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %08x%08x over %s%s%s",
-             (unsigned)(g->session_id >> 32), (unsigned)g->session_id, tmk__transport_name(&g->tr),
+             (unsigned)(g->c.session_id >> 32), (unsigned)g->c.session_id, tmk__transport_name(&g->tr),
              g->lz4_on ? ", lz4" : "", c->key ? ", keyed" : "");
   return rc;
 }
@@ -738,8 +718,8 @@ void tmk__flush_stats(tmk_agent_stats* out) {
   out->bytes_sent = g->tr.bytes_sent;
   out->zones_sent = g->zones_sent;
   out->zones_unsent = g->zones_unsent;
-  out->session_id = g->session_id;
-  out->max_packet = g->max_packet;
+  out->session_id = g->c.session_id;
+  out->max_packet = g->c.max_packet;
   out->level = g->level;
   out->verbosity = g->mask;
   out->control_applied = g->control_applied;
@@ -763,8 +743,8 @@ void tmk__flush_close(void) {
   tmk__flusher* g = F;
   int n;
   if (!g->rejected) {
-    n = seal(g, tmk_proto_encode_bye(g->out + 3, g->out_cap - 3u, g->session_id));
-    if (n > 0) tmk__transport_send(&g->tr, g->out + 3, (size_t)n, send_ms());
+    n = seal(g, tmk_proto_encode_bye(g->pkt, g->c.max_packet, g->c.session_id));
+    if (n > 0) tmk__transport_send(&g->tr, g->pkt, (size_t)n, send_ms());
   }
   tmk__transport_close(&g->tr);
 }
@@ -777,8 +757,10 @@ int tmk__flush_cycle(int full) {
   tmk__flusher* g = F;
   uint64_t before = g->packets_sent, now;
   uint32_t i;
-  g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */
-  g->pace_now = tmk__g.has_flusher_thread || full;
+  if (TMK_PORT_HAS_SOCKETS) { /* only sockets wait (a full socket, UDP pacing) */
+    g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */
+    g->pace_now = tmk__g.has_flusher_thread || full;
+  }
   update_clock_extension();
   talk_to_relay(); /* may (re)connect and send a HELLO: read the time after it */
   now = tmk__ms();

@@ -10,6 +10,7 @@
 #define TCP_CONNECT_TIMEOUT_MS 2000u
 
 const char* tmk__transport_name(const tmk__transport* tr) {
+  if (!TMK_PORT_HAS_SOCKETS && !TMK_PORT_HAS_FILES) return "callback"; /* the only one it opens */
   switch (tr->kind) {
     case TMK_TRANSPORT_UDP: return "udp";
     case TMK_TRANSPORT_TCP: return "tcp";
@@ -17,10 +18,6 @@ const char* tmk__transport_name(const tmk__transport* tr) {
     case TMK_TRANSPORT_FILE: return "file";
     default: return "auto";
   }
-}
-
-int tmk__transport_ready(const tmk__transport* tr) {
-  return tr->kind != TMK_TRANSPORT_TCP || tr->tcp_state == 2;
 }
 
 /* ============================================================================================
@@ -51,13 +48,15 @@ int tmk__transport_open(tmk__transport* tr, const tmk_agent_desc* desc, const ch
                         uint8_t* rx, uint32_t rx_cap, uint32_t send_wait_ms) {
   memset(tr, 0, sizeof *tr);
   tr->kind = desc->transport;
-  tr->host = host;
-  tr->port = desc->relay_port;
   tr->write = desc->write;
   tr->logger = desc->logger;
-  tr->send_wait_ms = send_wait_ms;
-  tr->rx = rx;
-  tr->rx_cap = rx_cap;
+  if (TMK_PORT_HAS_SOCKETS) { /* what only sockets use */
+    tr->host = host;
+    tr->port = desc->relay_port;
+    tr->send_wait_ms = send_wait_ms;
+    tr->rx = rx;
+    tr->rx_cap = rx_cap;
+  }
   switch (tr->kind) {
     case TMK_TRANSPORT_AUTO:
     case TMK_TRANSPORT_UDP:

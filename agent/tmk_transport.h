@@ -46,8 +46,10 @@ int tmk__transport_recv(tmk__transport* tr, const uint8_t** pkt, uint64_t now_ms
  * Returns 0, or a negative TMK_E* code (TMK_ECLOSED while TCP is down). */
 int tmk__transport_send(tmk__transport* tr, uint8_t* packet, size_t len, uint64_t now_ms);
 /* Returns 1 when packets can go out now (TCP connected; always for the others). */
-int tmk__transport_ready(const tmk__transport* tr);
-/* Returns "udp", "tcp", "callback" or "file" (for logs). */
+static inline int tmk__transport_ready(const tmk__transport* tr) {
+  return !TMK_PORT_HAS_SOCKETS || tr->kind != TMK_TRANSPORT_TCP || tr->tcp_state == 2;
+}
+/* Returns "udp", "tcp", "callback" or "file": an open transport's name (for logs). */
 const char* tmk__transport_name(const tmk__transport* tr);
 
 /* tmk_log.c: formats "telemark: " and fmt into a line for the game's logger (silent without

@@ -317,6 +317,7 @@ int tmk_proto_read_control(tmk_proto_reader* r, tmk_proto_control* out);
 typedef struct tmk_proto_writer {
   uint8_t* buf;
   uint32_t cap;
+  /* from len to predict: the packet's state, which tmk_proto_writer_reset clears in one go */
   uint32_t len;     /* body bytes if the packet were finished now */
   uint32_t a_end;   /* record stream: buf[6, a_end) (6 bytes kept for the stream lengths) */
   uint32_t b_start; /* number stream: buf[b_start, cap), grows towards the front (§5) */

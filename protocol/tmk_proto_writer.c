@@ -82,22 +82,13 @@ int tmk_proto_writer_init(tmk_proto_writer* w, void* body, size_t cap) {
 }
 
 void tmk_proto_writer_reset(tmk_proto_writer* w) {
+  int big_endian = w->big_endian;
+  /* every field from len to the predictor tables is state of the packet being written */
+  memset(&w->len, 0, (size_t)((char*)&w->open_end - (char*)&w->len));
+  w->big_endian = big_endian;
   w->len = 2;
   w->a_end = TMK__APREFIX;
   w->b_start = w->cap;
-  w->nacc = 0;
-  w->npend = 0;
-  tmk__nstate_init(w->nstate);
-  w->sealed = 0;
-  w->records = 0;
-  w->zones = 0;
-  w->base_time = 0;
-  w->has_base = 0;
-  w->thread = 0;
-  w->root_depth = 0;
-  w->zone_cursor = 0;
-  w->event_cursor = 0;
-  memset(w->predict, 0, sizeof w->predict);
 }
 
 int tmk_proto_writer_empty(const tmk_proto_writer* w) {
@@ -628,7 +619,7 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
   int hl;
   if (!w || !out) return TMK_EINVAL;
   flags = w->big_endian ? TMK_PKT_F_BIG_ENDIAN : 0;
-  base = w->has_base ? w->base_time : 0;
+  base = w->base_time; /* 0 while !has_base (reset, and a put_zones that wrote none) */
   if (!w->sealed) {
     /* Body = varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
     uint32_t a = w->a_end - TMK__APREFIX, b;

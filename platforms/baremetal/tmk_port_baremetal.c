@@ -14,9 +14,18 @@ uint64_t tmk_port_monotonic_ns(void) { return calls += 1000u; }
 
 uint64_t tmk_port_unix_ns(void) { return 0; }
 
-uint64_t tmk_port_random64(void) { /* splitmix64 step: distinct seeds give distinct ids */
-  uint64_t z = (tmk_port_baremetal_entropy += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+/* A 32-bit finaliser (MurmurHash3's fmix32): xor-shifts and odd multiplies, each invertible. */
+static uint32_t mix32(uint32_t x) {
+  x = (x ^ (x >> 16)) * 0x85EBCA6Bu;
+  x = (x ^ (x >> 13)) * 0xC2B2AE35u;
+  return x ^ (x >> 16);
+}
+
+/* Steps the seed by a 64-bit odd constant and mixes it with 32-bit multiplies only (a 64-bit one
+ * takes three on a 32-bit core): the low half mixed, then the high half mixed with that, which is
+ * invertible, so distinct seeds give distinct ids. */
+uint64_t tmk_port_random64(void) {
+  uint64_t s = (tmk_port_baremetal_entropy += 0x9E3779B97F4A7C15ull);
+  uint32_t lo = mix32((uint32_t)s);
+  return (uint64_t)mix32((uint32_t)(s >> 32) ^ lo) << 32 | lo;
 }

@@ -363,6 +363,44 @@ static void session_line_has_the_id(void** state) {
   assert_int_equal(strncmp(session_line, want, strlen(want)), 0);
 }
 
+/* The log formatter (agent/tmk_log.c) writes what printf would for the conversions the agent's
+ * lines use, after the "telemark: " prefix, cut at 159 characters. */
+void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...);
+static char log_line[256];
+static void keep_log_line(void* user, int level, const char* message) {
+  (void)user, (void)level;
+  snprintf(log_line, sizeof log_line, "%s", message);
+}
+#define CHECK_LOG(...)                                                                  \
+  do {                                                                                  \
+    char want_[512] = "telemark: ";                                                     \
+    snprintf(want_ + 10, sizeof want_ - 10, __VA_ARGS__);                               \
+    want_[159] = 0;                                                                     \
+    log_line[0] = 0;                                                                    \
+    tmk__agent_log(&lg, TMK_SEV_INFO, __VA_ARGS__);                                     \
+    assert_string_equal(log_line, want_);                                               \
+  } while (0)
+
+static void log_lines_as_printf_writes_them(void** state) {
+  tmk_logger lg = {keep_log_line, NULL};
+  char long_text[300];
+  (void)state;
+  memset(long_text, 'a', sizeof long_text - 1);
+  long_text[sizeof long_text - 1] = 0;
+  CHECK_LOG("agent up, %u thread slot(s) x %u-byte rings", 16u, 65536u);
+  CHECK_LOG("session %08x%08x over %s%s%s", 0xabcdu, 0x12u, "callback", "", ", keyed");
+  CHECK_LOG("packet encoding failed (%d)", -28);
+  CHECK_LOG("%d %d %d %d", 0, 7, 2147483647, -2147483647 - 1);
+  CHECK_LOG("%u %x %08x %08x %x", 4294967295u, 0xdeadbeefu, 1u, 0x89abcdefu, 0u);
+  CHECK_LOG("relay %.*s welcomed, %.*s.", 3, "1.2.3.4", 0, "dropped");
+  CHECK_LOG("100%% %s", "done");
+  CHECK_LOG("%s|%s", long_text, "cut");
+  tmk__agent_log(&lg, TMK_SEV_INFO, "%s", (const char*)NULL);
+  assert_string_equal(log_line, "telemark: (null)");
+  tmk__agent_log(&lg, TMK_SEV_INFO, "odd %q end %");
+  assert_string_equal(log_line, "telemark: odd ? end ?");
+}
+
 static void runtime_level_and_mask(void** state) {
   receiver r;
   tmk_agent_desc d;
@@ -428,6 +466,7 @@ int main(void) {
       AGENT_TEST(wrapping_24bit_clock),
       AGENT_TEST(ms_timer_is_exact_over_long_pauses),
       AGENT_TEST(session_line_has_the_id),
+      AGENT_TEST(log_lines_as_printf_writes_them),
       AGENT_TEST(runtime_level_and_mask),
       AGENT_TEST(zones_before_init_and_after_shutdown_are_ignored),
   };
