@@ -51,9 +51,6 @@ typedef struct tmk__flusher {
   tmk_proto_zone* batch;
   uint32_t batch_cap;
   uint32_t batch_len;
-#if !defined(__OPTIMIZE_SIZE__)
-  uint32_t batch_unsorted; /* a zone of the batch starts no later than the one before it */
-#endif
   tmk_site* sites;
   uint32_t next_site_id;
   uint64_t drops[TMK_DROP_REASON_COUNT];
@@ -64,6 +61,10 @@ typedef struct tmk__flusher {
   uint64_t zones_sent;
   uint64_t zones_unsent;
   uint32_t pkt_zones; /* zones in the packet being written */
+#if !defined(__OPTIMIZE_SIZE__)
+  uint32_t batch_unsorted; /* a zone of the batch starts no later than the one before it (here,
+                              in the padding before a 64-bit field: TMK_ARENA_MIN holds) */
+#endif
   uint64_t last_meta_ms;
   uint64_t last_hello_ms;
   uint64_t last_welcome_ms;
