@@ -41,6 +41,10 @@ typedef struct tmk__flusher {
   uint32_t ms_div, ms_rem;    /* ticks per ms (0: slower than 1 kHz), ticks not yet counted */
   uint32_t no_thread_seen;
   int pace_now;         /* this cycle may wait for tokens (flusher thread, flush, shutdown) */
+#if !defined(__OPTIMIZE_SIZE__)
+  uint32_t batch_unsorted; /* a zone of the batch starts no later than the one before it (here,
+                              in the padding before a 64-bit field: TMK_ARENA_MIN holds) */
+#endif
   uint64_t ms, ms_ticks;      /* tmk__ms: the last result and the ticks it was taken at */
   uint64_t seq;
   uint64_t packets_sent;
@@ -331,13 +335,27 @@ static int zone_before(const tmk_proto_zone* a, const tmk_proto_zone* b) {
 static void flush_batch(uint32_t thread) {
   tmk__flusher* g = F;
   tmk_proto_zone* z = g->c.batch;
-  size_t n = g->batch_len, i, off = 0;
-  /* Insertion sort: zones arrive by end time, so only parents move (past their children). */
-  for (i = 1; i < n; i++) {
+  size_t n = g->batch_len, i, off = 0, sort = n;
+  /* Insertion sort: zones arrive by end time, so only parents move (past their children). A
+   * batch whose zones each start after the one before (no zone in it is a parent: a tight
+   * loop's) is in order already. */
+#if !defined(__OPTIMIZE_SIZE__)
+  if (!g->batch_unsorted) sort = 0;
+  g->batch_unsorted = 0;
+#endif
+#if !defined(__OPTIMIZE_SIZE__)
+  uint64_t last = sort ? z[0].start : 0; /* z[i - 1].start */
+#endif
+  for (i = 1; i < sort; i++) {
     tmk_proto_zone v;
     size_t j = i;
 #if !defined(__OPTIMIZE_SIZE__)
-    if (!zone_before(&z[i], &z[i - 1])) continue; /* in place: most zones (a board skips it) */
+    /* in place: most zones (a board skips the test). After a move z[i] is the zone that was
+     * z[i - 1], so `last` holds on. */
+    if (z[i].start > last || (z[i].start == last && z[i].depth >= z[i - 1].depth)) {
+      last = z[i].start;
+      continue;
+    }
 #endif
     v = z[i];
     while (j > 0 && zone_before(&v, &z[j - 1])) {
@@ -384,34 +402,43 @@ static void drain_thread(tmk__thread* t) {
      * the same site, the ring's tail published once per batch (a board's -Os image keeps the
      * one loop below). */
     if ((h & 0xFFu) == TMK__E_ZONE) {
-      uint32_t n = g->batch_len, cap = g->c.batch_cap;
+      uint32_t n = g->batch_len, cap = g->c.batch_cap, unsorted = g->batch_unsorted;
       tmk_proto_zone* b = g->c.batch;
       tmk_site* last = NULL;
       uint32_t last_id = 0;
+      /* in locals: the batch stores could alias *t, which would reload them every zone */
+      const uint64_t* buf = t->buf;
+      const uint32_t mask = t->mask;
+      uint64_t prev = n ? b[n - 1].start : 0;
       for (;;) {
-        tmk_site* site = (tmk_site*)(uintptr_t)ring_word(t, tail + 1);
-        uint64_t start = ring_word(t, tail + 2);
+        tmk_site* site = (tmk_site*)(uintptr_t)buf[(tail + 1) & mask];
+        uint64_t start = buf[(tail + 2) & mask];
         if (site != last) {
           last = site;
           last_id = site_id(site); /* may emit a SITE record: the batch is not touched */
         }
         if (n == cap) { /* full: encode it (as the general loop below does) */
           g->batch_len = n;
+          g->batch_unsorted = unsorted;
           flush_batch(t->id);
           n = 0;
+          unsorted = 0;
           tmk_port_store32_release(&t->tail, tail);
         }
         b[n].start = start;
-        b[n].duration = ring_word(t, tail + 3) - start;
+        b[n].duration = buf[(tail + 3) & mask] - start;
         b[n].site = last_id;
         b[n].depth = (uint32_t)(h >> 32);
         n++;
+        unsorted |= start <= prev; /* (after a flush, against the last batch: harmless) */
+        prev = start;
         tail += 4u;
         if (tail == head) break;
-        h = ring_word(t, tail);
+        h = buf[tail & mask];
         if ((h & 0xFFu) != TMK__E_ZONE) break;
       }
       g->batch_len = n;
+      g->batch_unsorted = unsorted;
       tmk_port_store32_release(&t->tail, tail); /* copied out: free them now */
       continue;
     }
@@ -433,6 +460,9 @@ static void drain_thread(tmk__thread* t) {
       case TMK__E_ZONE: {
         tmk_proto_zone* z;
         if (g->batch_len == g->c.batch_cap) flush_batch(t->id);
+#if !defined(__OPTIMIZE_SIZE__)
+        g->batch_unsorted = 1; /* (not reached: the loop above takes every zone) */
+#endif
         z = &g->c.batch[g->batch_len++];
         z->start = time;
         z->duration = ring_word(t, tail + 3) - time;

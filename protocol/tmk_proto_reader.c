@@ -388,6 +388,11 @@ static inline uint64_t tmk__load_back8(const uint8_t* q) {
 #endif
 }
 
+/* A refill tops the buffer up to 56..63 bits once fewer than this many are left: a zone's
+ * numbers nearly always take fewer (a code that does not fit goes the reference reader's way,
+ * which refills on its own), so most zones of a busy stream need no refill at all. */
+#define TMK__ZB_LOW 32
+
 /* The stream's last 7 bytes, one at a time. */
 TMK__COLD void tmk__zb_refill_tail(tmk__zb* b, const uint8_t* lim) {
   while (b->nbits <= 56 && b->q > lim) {
@@ -397,7 +402,7 @@ TMK__COLD void tmk__zb_refill_tail(tmk__zb* b, const uint8_t* lim) {
 }
 
 TMK__HOT void tmk__zb_refill(tmk__zb* b, const uint8_t* lim) {
-  if (b->nbits >= 56) return;
+  if (b->nbits >= TMK__ZB_LOW) return;
   if (b->q - lim >= 8) {
     b->acc |= tmk__load_back8(b->q) << b->nbits;
     b->q -= (63 - b->nbits) >> 3; /* whole bytes that fit: nbits becomes 56..63 */
@@ -443,7 +448,7 @@ TMK__HOT uint64_t tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* nstate, 
     n = TMK__RICE_ESC + 6 + len;
     v = len < 52 ? (b->acc >> (TMK__RICE_ESC + 6)) & ((1ull << len) - 1) : 0;
   }
-  if (n <= b->nbits && n < 64) {
+  if (n < b->nbits) { /* nbits <= 64 (tmk__in_refill's most), so n < 64; n == nbits is rare */
     b->acc >>= n;
     b->nbits -= n;
     nstate[ctx] = tmk__rice_update(st, v);
@@ -513,7 +518,7 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &v)) != 0) break;
         site = (uint32_t)v;
       }
-      tmk__zb_refill(&b, end); /* 56 bits: both numbers, nearly always */
+      tmk__zb_refill(&b, end); /* at least 32 bits: both numbers, nearly always */
       gap = tmk__zb_num(&b, end, ns, TMK__NUM_GAP);
       if (b.err) break;
       if (depth > 0xFFFFFFFFull) {
@@ -527,10 +532,10 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         dur = sl->duration + tmk__unzz(v);
       } else {
         dur = tmk__zb_num(&b, end, ns, TMK__NUM_FRESH);
+        sl->site = site;
+        sl->used = 1;
       }
       if (b.err) break;
-      sl->site = site;
-      sl->used = 1;
       sl->duration = dur;
       cursor = start + dur;
       o->start = start;
@@ -553,10 +558,10 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         tail = sl->duration + tmk__unzz(v);
       } else {
         tail = tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE_FRESH);
+        sl->site = site;
+        sl->used = 1;
       }
       if (b.err) break;
-      sl->site = site;
-      sl->used = 1;
       sl->duration = tail;
       end_t = cursor + tail;
       nopen--;

@@ -390,7 +390,12 @@ TMK__SMALL int tmk__inside(uint64_t cursor, uint64_t end, const tmk_proto_zone* 
 }
 
 /* CLOSE's number: the parent's tail after its last child, predicted from its site (§5.3). */
-static void tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, uint64_t tail) {
+#if TMK__SIZE_BUILD
+static void
+#else
+TMK__HOT void /* inlined, so that the number stream's state stays in registers */
+#endif
+tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, uint64_t tail) {
   uint64_t pred;
   unsigned ctx = tmk__predict(w->predict, 1, site, &pred);
   tmk__nout_num(num, ctx, tmk__pcode(ctx, tail, pred));
