@@ -21,6 +21,7 @@
 
 #include "relay_internal.h"
 #include "telemark.h"
+#include "tmk_bench_loops.h"
 #include "tmk_gamestream.h"
 #include "tmk_proto.h"
 #include "tmk_relay.h"
@@ -30,7 +31,6 @@
 #define GAME_PACKET 1200
 
 static uint64_t arena[(16u << 20) / 8];
-static volatile uint64_t sink;
 
 static double cpu_s(void) {
   struct timespec ts;
@@ -86,39 +86,10 @@ static uint64_t fake_clock(void* user) {
   return clk_now;
 }
 
-static void tight(uint64_t n) {
-  uint64_t i;
-  for (i = 0; i < n; i++) {
-    TMK_ZONE("tight", TMK_SEV_INFO, 1);
-    sink += i;
-  }
-}
-
-/* tmk-bench-load's frame: Frame > { Update > { AI, Physics x 6 }, Render > { Draw x 10 } }. */
+/* tmk-bench-load's frames (without its frame marks). */
 static void nested(uint64_t n) {
   uint64_t f;
-  int k;
-  for (f = 0; f < n / 20; f++) {
-    TMK_ZONE("Frame", TMK_SEV_INFO, 1);
-    {
-      TMK_ZONE("Update", TMK_SEV_INFO, 1);
-      {
-        TMK_ZONE("AI", TMK_SEV_INFO, 1);
-        sink += f;
-      }
-      for (k = 0; k < 6; k++) {
-        TMK_ZONE("Physics", TMK_SEV_INFO, 1);
-        sink += (uint64_t)k;
-      }
-    }
-    {
-      TMK_ZONE("Render", TMK_SEV_INFO, 1);
-      for (k = 0; k < 10; k++) {
-        TMK_ZONE("Draw", TMK_SEV_INFO, 1);
-        sink += (uint64_t)k;
-      }
-    }
-  }
+  for (f = 0; f < n / 20; f++) tmk_bench_game_frame(f);
 }
 
 /* Records n zones of `loop` in bursts, each drained by tmk_agent_flush(); the packets land in
@@ -253,7 +224,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s [zones per loop] [all|tight|nested|game]\n", argv[0]);
     return 2;
   }
-  if ((do_t && (ft = record(tight, n, &ct, &sent_t)) < 0) ||
+  if ((do_t && (ft = record(tmk_bench_tight, n, &ct, &sent_t)) < 0) ||
       (do_n && (fn = record(nested, n, &cn, &sent_n)) < 0))
     return 1;
   if (do_g) game_packets(&cg, 0xD200000000000001ull);

@@ -23,13 +23,13 @@
 #include <unistd.h>
 
 #include "telemark.h"
+#include "tmk_bench_loops.h"
 #include "tmk_relay.h"
 
 /* The arena docs/AGENT.md recommends for a desktop game that records in bursts: 16 rings of
  * 16 MB, each 10 ms of one thread recording flat out. Only the rings that fill are touched. */
 static unsigned char arena[320u << 20];
 static size_t arena_bytes = sizeof arena;
-static volatile uint64_t sink;
 
 static double now_s(void) {
   struct timespec ts;
@@ -140,42 +140,10 @@ static sess settle(tmk_relay* r, uint64_t sid) {
  * The instrumented loops
  * ========================================================================================== */
 
-static void tight(uint64_t n) {
-  uint64_t i;
-  for (i = 0; i < n; i++) {
-    TMK_ZONE("tight", TMK_SEV_INFO, 1);
-    sink += i;
-  }
-}
-
-/* Frame > { Update > { AI, Physics x 6 }, Render > { Draw x 10 } }: 20 zones, 3 deep. */
-static void game_frame(uint64_t f) {
-  int k;
-  TMK_ZONE("Frame", TMK_SEV_INFO, 1);
-  {
-    TMK_ZONE("Update", TMK_SEV_INFO, 1);
-    {
-      TMK_ZONE("AI", TMK_SEV_INFO, 1);
-      sink += f;
-    }
-    for (k = 0; k < 6; k++) {
-      TMK_ZONE("Physics", TMK_SEV_INFO, 1);
-      sink += (uint64_t)k;
-    }
-  }
-  {
-    TMK_ZONE("Render", TMK_SEV_INFO, 1);
-    for (k = 0; k < 10; k++) {
-      TMK_ZONE("Draw", TMK_SEV_INFO, 1);
-      sink += (uint64_t)k;
-    }
-  }
-}
-
 static void nested(uint64_t n) {
   uint64_t f;
   for (f = 0; f < n / 20; f++) {
-    game_frame(f);
+    tmk_bench_game_frame(f);
     TMK_FRAME();
   }
 }
@@ -262,9 +230,9 @@ static double idle_zone_ns(uint64_t n) {
     fprintf(stderr, "tmk-bench-load: agent init: %s\n", tmk_strerror(rc));
     return -1;
   }
-  tight(n / 10); /* warm */
+  tmk_bench_tight(n / 10); /* warm */
   t0 = thread_cpu_s();
-  tight(n);
+  tmk_bench_tight(n);
   t = thread_cpu_s() - t0;
   tmk_agent_shutdown();
   return t * 1e9 / (double)n;
@@ -283,7 +251,7 @@ int main(int argc, char** argv) {
   memset(&pn, 0, sizeof pn);
   pt.name = "tight";
   pn.name = "nested";
-  if (run_phase(&rp, &pt, tight, n) != 0 || run_phase(&rp, &pn, nested, n) != 0) rc = 1;
+  if (run_phase(&rp, &pt, tmk_bench_tight, n) != 0 || run_phase(&rp, &pn, nested, n) != 0) rc = 1;
   relay_end(&rp);
   if (rc) return rc;
   idle = idle_zone_ns(n);
