@@ -342,8 +342,6 @@ static void flush_batch(uint32_t thread) {
 #if !defined(__OPTIMIZE_SIZE__)
   if (!g->batch_unsorted) sort = 0;
   g->batch_unsorted = 0;
-#endif
-#if !defined(__OPTIMIZE_SIZE__)
   uint64_t last = sort ? z[0].start : 0; /* z[i - 1].start */
 #endif
   for (i = 1; i < sort; i++) {
