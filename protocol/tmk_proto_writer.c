@@ -402,6 +402,10 @@ tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, uint64_t tail)
   tmk__learn(w->predict, 1, site, tail);
 }
 
+#if TMK__SIZE_BUILD
+typedef char tmk__tags_check[TMK__TAG_OPEN == TMK__TAG_LEAF + 1 ? 1 : -1];
+#endif
+
 int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t n) {
   uint64_t* open_end;
   uint32_t* open_site;
@@ -462,12 +466,18 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
 #if TMK__SIZE_BUILD
     if (!z) break;
 #endif
+#if !TMK__SIZE_BUILD
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
+#endif
     if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
       const tmk_proto_zone* c = &zones[i + 1];
       is_open = z->depth != 0xFFFFFFFFu && c->depth == z->depth + 1 &&
                 tmk__inside(z->start, zend, c);
     }
+#if TMK__SIZE_BUILD
+    /* (-Os: after is_open, so that GCC keeps one copy of its test, not three) */
+    if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
+#endif
 
     gap = need_at ? 0 : z->start - cursor;
     if (!is_open) {
@@ -491,11 +501,12 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         q += tmk_proto_varint_put(q, z->depth);
         q += tmk_proto_varint_put(q, tmk__zz(z->start - cursor));
       }
-      /* OPEN or LEAF: the site in the tag when it is small, else after it */
-      if (z->site >= 1 && z->site <= (is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX)) {
+      /* OPEN or LEAF: the site in the tag when it is small (one unsigned compare for 1..max),
+       * else after it (TMK__TAG_OPEN is TMK__TAG_LEAF + 1: tmk__tags_check) */
+      if (z->site - 1u < (is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX)) {
         *q++ = (uint8_t)((is_open ? TMK__TAG_OPEN_SHORT : TMK__TAG_LEAF_SHORT) + z->site - 1);
       } else {
-        *q++ = is_open ? TMK__TAG_OPEN : TMK__TAG_LEAF;
+        *q++ = (uint8_t)(TMK__TAG_LEAF + is_open);
         q += tmk_proto_varint_put(q, z->site);
       }
       tmk__nout_num(&t, TMK__NUM_GAP, gap);
