@@ -442,7 +442,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
 #if TMK__SIZE_BUILD
   for (i = 0;; i++) {
     const tmk_proto_zone* z = i < n ? &zones[i] : NULL;
-    uint64_t zend = z ? z->start + z->duration : 0;
+    uint64_t zend;
 #else
   for (i = 0; i < n; i++) {
     const tmk_proto_zone* z = &zones[i];
@@ -465,6 +465,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     }
 #if TMK__SIZE_BUILD
     if (!z) break;
+    zend = z->start + z->duration;
 #endif
 #if !TMK__SIZE_BUILD
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
@@ -475,8 +476,9 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
                 tmk__inside(z->start, zend, c);
     }
 #if TMK__SIZE_BUILD
-    /* (-Os: after is_open, so that GCC keeps one copy of its test, not three) */
-    if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
+    /* (-Os: after is_open and without branches, so that GCC keeps one copy of the is_open
+     * test instead of threading three through need_at's paths) */
+    need_at = (nopen == 0) & ((z->depth != root_depth) | (int)((z->start - cursor) >> 63));
 #endif
 
     gap = need_at ? 0 : z->start - cursor;
