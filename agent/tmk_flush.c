@@ -281,7 +281,8 @@ static void emit(const rec* r, uint32_t thread) { put(r, NULL, 0, thread); }
 static void emit_site(tmk_site* s) {
   rec r;
   tmk_proto_site* ps = &r.u.site;
-  size_t nl = s->name ? strlen(s->name) : 0, fl = s->file ? strlen(s->file) : 0;
+  const char *name = s->name ? s->name : "", *file = s->file ? s->file : "";
+  size_t nl = strlen(name), fl = strlen(file);
   r.type = TMK_REC_SITE;
   ps->id = s->id;
   ps->kind = s->kind;
@@ -289,14 +290,13 @@ static void emit_site(tmk_site* s) {
   ps->verbosity = s->verbosity;
   ps->color = s->color;
   ps->line = s->line;
-  ps->name.ptr = s->name ? s->name : "";
+  ps->name.ptr = name;
   ps->name.len = (uint32_t)(nl > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : nl);
   if (fl > TMK_PROTO_MAX_STRING) { /* keep the end of an over-long path */
-    ps->file.ptr = s->file + (fl - TMK_PROTO_MAX_STRING);
+    file += fl - TMK_PROTO_MAX_STRING;
     fl = TMK_PROTO_MAX_STRING;
-  } else {
-    ps->file.ptr = s->file ? s->file : "";
   }
+  ps->file.ptr = file;
   ps->file.len = (uint32_t)fl;
   emit(&r, NO_THREAD);
 }
@@ -378,6 +378,10 @@ static inline uint64_t ring_word(const tmk__thread* t, uint32_t at) { return t->
 
 static void ring_get_bytes(const tmk__thread* t, uint32_t at, void* out, size_t len) {
   uint8_t* p = (uint8_t*)out;
+#if defined(__OPTIMIZE_SIZE__)
+  size_t i; /* -Os: a byte at a time, the smaller loop */
+  for (i = 0; i < len; i++) p[i] = ((const uint8_t*)&t->buf[(at + i / 8u) & t->mask])[i % 8u];
+#else
   while (len > 0) {
     uint64_t word = ring_word(t, at++);
     size_t n = len < 8 ? len : 8;
@@ -385,6 +389,7 @@ static void ring_get_bytes(const tmk__thread* t, uint32_t at, void* out, size_t 
     p += n;
     len -= n;
   }
+#endif
 }
 
 static void drain_thread(tmk__thread* t) {

@@ -727,9 +727,8 @@ int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk
   tmk__ob o;
   int rc;
   if (!h || h->timer_freq == 0) return TMK_EINVAL;
-  if ((h->build.len || h->label.len) && /* §6.1 optional trailing fields */
-      (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL))
-    return TMK_ETOOBIG;
+  if (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL)
+    return TMK_ETOOBIG; /* §6.1 optional trailing fields */
   if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_HELLO, session_id)) < 0) return rc;
   tmk__ob_str(&o, TMK_PROTO_SHIBBOLETH, sizeof TMK_PROTO_SHIBBOLETH - 1);
   if ((rc = tmk__ob_fields(&o, h, tmk__hello_fields, NULL, NULL)) < 0)
