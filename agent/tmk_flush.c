@@ -114,11 +114,6 @@ uint64_t tmk__ms(void) {
   uint32_t steps = 0;
   if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
   g->ms_ticks = t;
-  if (g->ms_div == 0) { /* a clock slower than 1 kHz: whole ticks, scaled */
-    uint32_t f = (uint32_t)tmk__g.freq ? (uint32_t)tmk__g.freq : 1u;
-    g->ms += delta * (1000u / f);
-    return g->ms;
-  }
   /* 32-bit divisions only (a 64-bit one is a libgcc helper of ~700 bytes on a 32-bit board):
    * a pause of 2^31 ticks or more (8.6 s at 250 MHz, 86 s at 25 MHz) is counted 2^31 ticks at
    * a time, at most 2^16 times: what a clock jumps beyond 2^47 ticks (6.5 days at 250 MHz) is
@@ -126,8 +121,13 @@ uint64_t tmk__ms(void) {
    * ms_rem < ms_div < 2^31, so ms_rem + 2^31 fits. */
   for (;;) {
     uint32_t div = g->ms_div, sum = g->ms_rem + (delta >> 31 ? 0x80000000u : (uint32_t)delta);
-    ms += sum / div;
-    g->ms_rem = sum % div;
+    if (div == 0) { /* a clock slower than 1 kHz: whole ticks, scaled (ms_rem stays 0) */
+      uint32_t f = (uint32_t)tmk__g.freq ? (uint32_t)tmk__g.freq : 1u;
+      ms += (uint64_t)sum * (1000u / f);
+    } else {
+      ms += sum / div;
+      g->ms_rem = sum % div;
+    }
     if (!(delta >> 31) || ++steps == 0x10000u) return g->ms = ms;
     delta -= 0x80000000u;
   }

@@ -152,11 +152,15 @@ static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
       case TMK__F_BOOL: v = *(const uint8_t*)at != 0; break;
       case TMK__F_U32: v = *(const uint32_t*)at; break;
       case TMK__F_DT:
-        *time = *(const uint64_t*)at;
-        timed = 1;
-        v = tmk__zz(*time - (w->has_base ? w->event_cursor : *time));
+      case TMK__F_ZZ:
+        v = *(const uint64_t*)at;
+        if (f[0] == TMK__F_DT) {
+          *time = v;
+          timed = 1;
+          v = w->has_base ? v - w->event_cursor : 0;
+        }
+        v = tmk__zz(v);
         break;
-      case TMK__F_ZZ: v = tmk__zz(*(const uint64_t*)at); break;
       case TMK__F_F64: {
         uint64_t bits;
         memcpy(&bits, at, 8);
