@@ -374,7 +374,12 @@ static void flush_batch(uint32_t thread) {
  * Draining a ring
  * ========================================================================================== */
 
-static inline uint64_t ring_word(const tmk__thread* t, uint32_t at) { return t->buf[at & t->mask]; }
+#if defined(__OPTIMIZE_SIZE__)
+static TMK__NOINLINE /* -Os: one called copy for the entry's every word */
+#else
+static inline
+#endif
+uint64_t ring_word(const tmk__thread* t, uint32_t at) { return t->buf[at & t->mask]; }
 
 static void ring_get_bytes(const tmk__thread* t, uint32_t at, void* out, size_t len) {
   uint8_t* p = (uint8_t*)out;
