@@ -155,7 +155,7 @@ void tmk__apply_filter(uint32_t level, uint32_t mask) {
   F->level = level;
   F->mask = mask;
   for (s = 0; s < 8; s++) {
-    uint32_t v = (s < TMK_SEV_COUNT && s <= level && on) ? mask : 0u;
+    uint32_t v = ((s < TMK_SEV_COUNT) & (s <= level) & on) ? mask : 0u; /* (no branches) */
     tmk_port_store32_relaxed(&tmk__filter[s], v);
   }
 }
