@@ -355,11 +355,13 @@ uint64_t tmk_ticks_per_second(void) { return tmk__g.running ? tmk__g.freq : 0; }
  * Init / shutdown
  * ========================================================================================== */
 
+typedef char tmk__ring_cap_check[(TMK__RING_AUTO_MAX & (TMK__RING_AUTO_MAX - 1u)) == 0 ? 1 : -1];
+
+/* The largest power of two <= v (0 for 0): v's top bit, by clearing the lowest until one is
+ * left. */
 static uint32_t pow2_floor(uint32_t v) {
-  uint32_t p = 1;
-  if (v == 0) return 0;
-  while (p <= v / 2) p <<= 1;
-  return p;
+  while (v & (v - 1u)) v &= v - 1u;
+  return v;
 }
 
 /* The default packet size where no packet can fragment: TCP (a byte stream) and UDP to this
@@ -523,9 +525,9 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
     }
   } else {
     for (;;) {
-      size_t per = remaining / threads;
-      ring_bytes = per > slot_bytes ? pow2_floor((uint32_t)(per - slot_bytes > (1u << 30) ? (1u << 30) : per - slot_bytes)) : 0;
-      if (ring_bytes > TMK__RING_AUTO_MAX) ring_bytes = TMK__RING_AUTO_MAX;
+      size_t per = remaining / threads, room = per > slot_bytes ? per - slot_bytes : 0;
+      /* (capped before rounding down: the cap is a power of two, tmk__ring_cap_check) */
+      ring_bytes = pow2_floor((uint32_t)(room > TMK__RING_AUTO_MAX ? TMK__RING_AUTO_MAX : room));
       if (ring_bytes >= 1024 || threads == 1 || d->max_threads) break;
       threads /= 2;
     }

@@ -114,11 +114,6 @@ uint64_t tmk__ms(void) {
   uint32_t steps = 0;
   if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
   g->ms_ticks = t;
-  if (g->ms_div == 0) { /* a clock slower than 1 kHz: whole ticks, scaled */
-    uint32_t f = (uint32_t)tmk__g.freq ? (uint32_t)tmk__g.freq : 1u;
-    g->ms += delta * (1000u / f);
-    return g->ms;
-  }
   /* 32-bit divisions only (a 64-bit one is a libgcc helper of ~700 bytes on a 32-bit board):
    * a pause of 2^31 ticks or more (8.6 s at 250 MHz, 86 s at 25 MHz) is counted 2^31 ticks at
    * a time, at most 2^16 times: what a clock jumps beyond 2^47 ticks (6.5 days at 250 MHz) is
@@ -126,8 +121,13 @@ uint64_t tmk__ms(void) {
    * ms_rem < ms_div < 2^31, so ms_rem + 2^31 fits. */
   for (;;) {
     uint32_t div = g->ms_div, sum = g->ms_rem + (delta >> 31 ? 0x80000000u : (uint32_t)delta);
-    ms += sum / div;
-    g->ms_rem = sum % div;
+    if (div == 0) { /* a clock slower than 1 kHz: whole ticks, scaled (ms_rem stays 0) */
+      uint32_t f = (uint32_t)tmk__g.freq ? (uint32_t)tmk__g.freq : 1u;
+      ms += (uint64_t)sum * (1000u / f);
+    } else {
+      ms += sum / div;
+      g->ms_rem = sum % div;
+    }
     if (!(delta >> 31) || ++steps == 0x10000u) return g->ms = ms;
     delta -= 0x80000000u;
   }
@@ -155,7 +155,7 @@ void tmk__apply_filter(uint32_t level, uint32_t mask) {
   F->level = level;
   F->mask = mask;
   for (s = 0; s < 8; s++) {
-    uint32_t v = (s < TMK_SEV_COUNT && s <= level && on) ? mask : 0u;
+    uint32_t v = ((s < TMK_SEV_COUNT) & (s <= level) & on) ? mask : 0u; /* (no branches) */
     tmk_port_store32_relaxed(&tmk__filter[s], v);
   }
 }
@@ -281,7 +281,8 @@ static void emit(const rec* r, uint32_t thread) { put(r, NULL, 0, thread); }
 static void emit_site(tmk_site* s) {
   rec r;
   tmk_proto_site* ps = &r.u.site;
-  size_t nl = s->name ? strlen(s->name) : 0, fl = s->file ? strlen(s->file) : 0;
+  const char *name = s->name ? s->name : "", *file = s->file ? s->file : "";
+  size_t nl = strlen(name), fl = strlen(file);
   r.type = TMK_REC_SITE;
   ps->id = s->id;
   ps->kind = s->kind;
@@ -289,14 +290,13 @@ static void emit_site(tmk_site* s) {
   ps->verbosity = s->verbosity;
   ps->color = s->color;
   ps->line = s->line;
-  ps->name.ptr = s->name ? s->name : "";
+  ps->name.ptr = name;
   ps->name.len = (uint32_t)(nl > TMK_PROTO_MAX_STRING ? TMK_PROTO_MAX_STRING : nl);
   if (fl > TMK_PROTO_MAX_STRING) { /* keep the end of an over-long path */
-    ps->file.ptr = s->file + (fl - TMK_PROTO_MAX_STRING);
+    file += fl - TMK_PROTO_MAX_STRING;
     fl = TMK_PROTO_MAX_STRING;
-  } else {
-    ps->file.ptr = s->file ? s->file : "";
   }
+  ps->file.ptr = file;
   ps->file.len = (uint32_t)fl;
   emit(&r, NO_THREAD);
 }
@@ -374,10 +374,19 @@ static void flush_batch(uint32_t thread) {
  * Draining a ring
  * ========================================================================================== */
 
-static inline uint64_t ring_word(const tmk__thread* t, uint32_t at) { return t->buf[at & t->mask]; }
+#if defined(__OPTIMIZE_SIZE__)
+static TMK__NOINLINE /* -Os: one called copy for the entry's every word */
+#else
+static inline
+#endif
+uint64_t ring_word(const tmk__thread* t, uint32_t at) { return t->buf[at & t->mask]; }
 
 static void ring_get_bytes(const tmk__thread* t, uint32_t at, void* out, size_t len) {
   uint8_t* p = (uint8_t*)out;
+#if defined(__OPTIMIZE_SIZE__)
+  size_t i; /* -Os: a byte at a time, the smaller loop */
+  for (i = 0; i < len; i++) p[i] = ((const uint8_t*)&t->buf[(at + i / 8u) & t->mask])[i % 8u];
+#else
   while (len > 0) {
     uint64_t word = ring_word(t, at++);
     size_t n = len < 8 ? len : 8;
@@ -385,6 +394,7 @@ static void ring_get_bytes(const tmk__thread* t, uint32_t at, void* out, size_t 
     p += n;
     len -= n;
   }
+#endif
 }
 
 static void drain_thread(tmk__thread* t) {

@@ -94,7 +94,7 @@ TMK__SMALL unsigned tmk__varint_size(uint64_t v) {
 }
 
 /* Zigzag on two's-complement bit patterns, so no signed overflow or shift is ever involved. */
-static inline uint64_t tmk__zz(uint64_t v) { return (v << 1) ^ (0 - (v >> 63)); }
+TMK__SMALL uint64_t tmk__zz(uint64_t v) { return (v << 1) ^ (0 - (v >> 63)); }
 static inline uint64_t tmk__unzz(uint64_t z) { return (z >> 1) ^ (0 - (z & 1)); }
 static inline int64_t tmk__u2i(uint64_t u) {
   return u <= 0x7FFFFFFFFFFFFFFFull ? (int64_t)u : -(int64_t)(~u) - 1;

@@ -208,19 +208,22 @@ static void tmk__nout_low(tmk__nout* o, uint64_t v, unsigned n) {
   }
 }
 
+/* v's bit length is worked out once, for the escape and the state update alike. */
 static __attribute__((noinline, unused)) void tmk__nout_num(tmk__nout* o, unsigned ctx,
                                                             uint64_t v) {
-  unsigned k = tmk__rice_k(o->state[ctx]); /* <= 63 */
+  uint32_t* s = &o->state[ctx];
+  unsigned k = tmk__rice_k(*s); /* <= 63 */
+  unsigned len = tmk__bitlen(v);
   uint64_t q = v >> k;
   if (q < TMK__RICE_ESC) { /* q ones, a zero, then the low k bits */
     tmk__nout_bits(o, (1u << q) - 1u, (unsigned)q + 1u);
   } else { /* the escape, the bit length - 1, then the bits */
-    k = tmk__bitlen(v);
-    tmk__nout_bits(o, (1u << TMK__RICE_ESC) - 1u, TMK__RICE_ESC);
-    tmk__nout_bits(o, k - 1u, 6);
+    tmk__nout_bits(o, ((1u << TMK__RICE_ESC) - 1u) | (len - 1u) << TMK__RICE_ESC,
+                   TMK__RICE_ESC + 6);
+    k = len;
   }
   tmk__nout_low(o, v, k);
-  o->state[ctx] = tmk__rice_update(o->state[ctx], v);
+  *s = *s ? *s - (*s >> 3) + 2u * len : 16u * len; /* tmk__rice_update */
 }
 #else
 /* Works on locals: the byte stores could alias *o, which would reload it every byte. */

@@ -152,11 +152,15 @@ static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
       case TMK__F_BOOL: v = *(const uint8_t*)at != 0; break;
       case TMK__F_U32: v = *(const uint32_t*)at; break;
       case TMK__F_DT:
-        *time = *(const uint64_t*)at;
-        timed = 1;
-        v = tmk__zz(*time - (w->has_base ? w->event_cursor : *time));
+      case TMK__F_ZZ:
+        v = *(const uint64_t*)at;
+        if (f[0] == TMK__F_DT) {
+          *time = v;
+          timed = 1;
+          v = w->has_base ? v - w->event_cursor : 0;
+        }
+        v = tmk__zz(v);
         break;
-      case TMK__F_ZZ: v = tmk__zz(*(const uint64_t*)at); break;
       case TMK__F_F64: {
         uint64_t bits;
         memcpy(&bits, at, 8);
@@ -402,6 +406,10 @@ tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, uint64_t tail)
   tmk__learn(w->predict, 1, site, tail);
 }
 
+#if TMK__SIZE_BUILD
+typedef char tmk__tags_check[TMK__TAG_OPEN == TMK__TAG_LEAF + 1 ? 1 : -1];
+#endif
+
 int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t n) {
   uint64_t* open_end;
   uint32_t* open_site;
@@ -438,7 +446,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
 #if TMK__SIZE_BUILD
   for (i = 0;; i++) {
     const tmk_proto_zone* z = i < n ? &zones[i] : NULL;
-    uint64_t zend = z ? z->start + z->duration : 0;
+    uint64_t zend;
 #else
   for (i = 0; i < n; i++) {
     const tmk_proto_zone* z = &zones[i];
@@ -461,13 +469,21 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     }
 #if TMK__SIZE_BUILD
     if (!z) break;
+    zend = z->start + z->duration;
 #endif
+#if !TMK__SIZE_BUILD
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
+#endif
     if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
       const tmk_proto_zone* c = &zones[i + 1];
       is_open = z->depth != 0xFFFFFFFFu && c->depth == z->depth + 1 &&
                 tmk__inside(z->start, zend, c);
     }
+#if TMK__SIZE_BUILD
+    /* (-Os: after is_open and without branches, so that GCC keeps one copy of the is_open
+     * test instead of threading three through need_at's paths) */
+    need_at = (nopen == 0) & ((z->depth != root_depth) | (int)((z->start - cursor) >> 63));
+#endif
 
     gap = need_at ? 0 : z->start - cursor;
     if (!is_open) {
@@ -491,11 +507,12 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
         q += tmk_proto_varint_put(q, z->depth);
         q += tmk_proto_varint_put(q, tmk__zz(z->start - cursor));
       }
-      /* OPEN or LEAF: the site in the tag when it is small, else after it */
-      if (z->site >= 1 && z->site <= (is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX)) {
+      /* OPEN or LEAF: the site in the tag when it is small (one unsigned compare for 1..max),
+       * else after it (TMK__TAG_OPEN is TMK__TAG_LEAF + 1: tmk__tags_check) */
+      if (z->site - 1u < (is_open ? TMK__OPEN_SHORT_MAX : TMK__LEAF_SHORT_MAX)) {
         *q++ = (uint8_t)((is_open ? TMK__TAG_OPEN_SHORT : TMK__TAG_LEAF_SHORT) + z->site - 1);
       } else {
-        *q++ = is_open ? TMK__TAG_OPEN : TMK__TAG_LEAF;
+        *q++ = (uint8_t)(TMK__TAG_LEAF + is_open);
         q += tmk_proto_varint_put(q, z->site);
       }
       tmk__nout_num(&t, TMK__NUM_GAP, gap);
@@ -714,9 +731,8 @@ int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk
   tmk__ob o;
   int rc;
   if (!h || h->timer_freq == 0) return TMK_EINVAL;
-  if ((h->build.len || h->label.len) && /* §6.1 optional trailing fields */
-      (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL))
-    return TMK_ETOOBIG;
+  if (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL)
+    return TMK_ETOOBIG; /* §6.1 optional trailing fields */
   if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_HELLO, session_id)) < 0) return rc;
   tmk__ob_str(&o, TMK_PROTO_SHIBBOLETH, sizeof TMK_PROTO_SHIBBOLETH - 1);
   if ((rc = tmk__ob_fields(&o, h, tmk__hello_fields, NULL, NULL)) < 0)
