@@ -226,15 +226,44 @@ static __attribute__((noinline, unused)) void tmk__nout_num(tmk__nout* o, unsign
   *s = *s ? *s - (*s >> 3) + 2u * len : 16u * len; /* tmk__rice_update */
 }
 #else
-/* Works on locals: the byte stores could alias *o, which would reload it every byte. */
+/* Stores the low 32 bits of acc as the 4 bytes before q, the lowest byte nearest (q[-1]). */
+static inline void tmk__store_back4(uint8_t* q, uint64_t acc) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint32_t w = __builtin_bswap32((uint32_t)acc);
+  memcpy(q - 4, &w, 4);
+#elif defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  uint32_t w = (uint32_t)acc;
+  memcpy(q - 4, &w, 4);
+#else
+  q[-1] = (uint8_t)acc;
+  q[-2] = (uint8_t)(acc >> 8);
+  q[-3] = (uint8_t)(acc >> 16);
+  q[-4] = (uint8_t)(acc >> 24);
+#endif
+}
+
+/* Inside tmk_proto_put_zones up to 31 bits wait in acc and are stored 32 at a time (the bytes
+ * are the same as stored one by one); tmk__nout_settle stores the whole bytes before the writer
+ * keeps its state, so that between calls fewer than 8 bits wait, as everywhere else.
+ * Works on locals: the byte stores could alias *o, which would reload it every byte. */
 TMK__HOT void tmk__nout_bits(tmk__nout* o, uint64_t bits, unsigned n) { /* n <= 56 */
-  uint64_t acc = o->acc | (bits << o->pend);
-  unsigned pend = o->pend + n;
+  uint64_t acc = o->acc;
+  unsigned pend = o->pend;
   uint8_t* front = o->front;
-  while (pend >= 8) {
-    *--front = (uint8_t)acc;
-    acc >>= 8;
-    pend -= 8;
+  if (n > 32) { /* rare: long codes; pend + n could pass 64, so settle to < 8 bits first */
+    while (pend >= 8) {
+      *--front = (uint8_t)acc;
+      acc >>= 8;
+      pend -= 8;
+    }
+  }
+  acc |= bits << pend;
+  pend += n; /* <= 63 */
+  if (pend >= 32) {
+    tmk__store_back4(front, acc);
+    front -= 4;
+    acc >>= 32;
+    pend -= 32;
   }
   o->acc = acc;
   o->pend = pend;
@@ -262,5 +291,14 @@ TMK__HOT void tmk__nout_num(tmk__nout* o, unsigned ctx, uint64_t v) {
   o->state[ctx] = tmk__rice_update(o->state[ctx], v);
 }
 #endif
+
+/* Stores the whole bytes waiting in o (a no-op where fewer than 8 bits ever wait). */
+static inline void tmk__nout_settle(tmk__nout* o) {
+  while (o->pend >= 8) {
+    *--o->front = (uint8_t)o->acc;
+    o->acc >>= 8;
+    o->pend -= 8;
+  }
+}
 
 #endif /* TMK_PROTO_RICE_H */

@@ -608,6 +608,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     w->base_time = w->zone_cursor = w->event_cursor = 0;
     return 0;
   }
+  if (!TMK__SIZE_BUILD) tmk__nout_settle(&num);
   w->a_end = (uint32_t)(p - w->buf);
   w->b_start = (uint32_t)(num.front - w->buf);
   w->nacc = num.acc;
