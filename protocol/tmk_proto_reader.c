@@ -414,17 +414,30 @@ TMK__HOT void tmk__zb_refill(tmk__zb* b, const uint8_t* lim) {
   }
 }
 
+/* The batched reader keeps each context's state (§5.0) as u = state, except that a state of 0
+ * (no non-zero number yet) is kept as 4: a state that is not 0 is at least 7 (a first number sets
+ * 16 or more, and state - state / 8 never goes below 7 from there), so the Rice parameter is
+ * (u - 4) >> 4 for every state, with no test for 0. */
+#define TMK__ZB_ZERO 4u
+static inline uint32_t tmk__zb_u(uint32_t state) {
+  return state >= TMK__ZB_ZERO ? state : TMK__ZB_ZERO;
+}
+static inline uint32_t tmk__zb_state(uint32_t u) { return u == TMK__ZB_ZERO ? 0 : u; }
+
 /* A number the inline path does not take, read by the reference reader. */
-TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, const uint8_t* lim, uint32_t* nstate, unsigned ctx) {
+TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned ctx) {
   tmk__in in;
+  uint32_t st[TMK_PROTO_NUM_CONTEXTS] = {0};
   uint64_t v;
+  st[ctx] = tmk__zb_state(u[ctx]);
   in.p = in.end = lim;
   in.q = b->q;
   in.acc = b->acc;
   in.nbits = b->nbits;
-  in.nstate = nstate;
+  in.nstate = st;
   in.err = 0;
   v = tmk__in_num(&in, ctx);
+  u[ctx] = tmk__zb_u(st[ctx]);
   b->q = in.q;
   b->acc = in.acc;
   b->nbits = in.nbits;
@@ -432,62 +445,90 @@ TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, const uint8_t* lim, uint32_t* nstate
   return v;
 }
 
-/* Reads the next number of context ctx: a code wholly in acc (nearly all of them: a Rice code
- * with a short unary part, or an escape of up to 51 bits, which every cold context starts
- * with), else the reference reader. The caller refills first. b->err is set on failure. */
-TMK__HOT uint64_t tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* nstate, unsigned ctx) {
-  uint32_t st = nstate[ctx];
-  unsigned k = tmk__rice_k(st), ones, n;
-  uint64_t v;
-  ones = tmk__ones(b->acc, TMK__RICE_ESC);
+/* Bit length of v < 2^63: one bit scan, no test for 0 (clz ^ 63 is the bit scan itself). */
+#if defined(__GNUC__) || defined(__clang__)
+static inline unsigned tmk__zb_bitlen(uint64_t v) {
+  return (unsigned)__builtin_clzll(2 * v + 1) ^ 63u;
+}
+#else
+static inline unsigned tmk__zb_bitlen(uint64_t v) { return tmk__bitlen(v); }
+#endif
+
+/* (1 << k) - 1 for each Rice parameter k: a load instead of three shifts a number. */
+#define TMK__M4(k) ((1ull << (k)) - 1), ((1ull << ((k) + 1)) - 1), ((1ull << ((k) + 2)) - 1), \
+                   ((1ull << ((k) + 3)) - 1)
+static const uint64_t tmk__zb_mask[64] = {
+    TMK__M4(0),  TMK__M4(4),  TMK__M4(8),  TMK__M4(12), TMK__M4(16), TMK__M4(20),
+    TMK__M4(24), TMK__M4(28), TMK__M4(32), TMK__M4(36), TMK__M4(40), TMK__M4(44),
+    TMK__M4(48), TMK__M4(52), TMK__M4(56), TMK__M4(60)};
+#undef TMK__M4
+
+/* Reads the next number of context ctx into *out: a code wholly in acc (nearly all of them: a
+ * Rice code with a short unary part, or an escape of up to 51 bits, which every cold context
+ * starts with), else the reference reader. The caller refills first. Returns 0, or the error
+ * (also left in b->err); the inline path returns a constant 0, so a caller's test of it costs
+ * nothing there. u: the states as tmk__zb_u keeps them. */
+TMK__HOT int tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned ctx,
+                         uint64_t* out) {
+  const uint32_t s = u[ctx];
+  const unsigned k = (s - TMK__ZB_ZERO) >> 4; /* tmk__rice_k of the state, <= 63 */
+  const uint64_t acc = b->acc;
+  uint64_t ones = tmk__ones(acc, TMK__RICE_ESC), v;
+  unsigned n;
   if (ones < TMK__RICE_ESC) {
-    n = ones + 1 + k;
-    v = ((uint64_t)ones << k) | ((b->acc >> (ones + 1)) & ((1ull << k) - 1));
+    n = (unsigned)ones + 1 + k;
+    v = (ones << k) | ((acc >> (ones + 1)) & tmk__zb_mask[k]);
   } else { /* escape: 6 ones, the bit length - 1 in 6 bits, the number in that many bits */
-    unsigned len = (unsigned)((b->acc >> TMK__RICE_ESC) & 63) + 1;
+    unsigned len = (unsigned)((acc >> TMK__RICE_ESC) & 63) + 1;
     n = TMK__RICE_ESC + 6 + len;
-    v = len < 52 ? (b->acc >> (TMK__RICE_ESC + 6)) & ((1ull << len) - 1) : 0;
+    v = len < 52 ? (acc >> (TMK__RICE_ESC + 6)) & ((1ull << len) - 1) : 0;
   }
-  if (n < b->nbits) { /* nbits <= 64 (tmk__in_refill's most), so n < 64; n == nbits is rare */
-    b->acc >>= n;
+  if (n < b->nbits) {
+    /* nbits <= 64 (tmk__in_refill's most), so n <= 63 and v < 2^62: a code of n bits holds a
+     * number of at most n - 1 bits (n == nbits is rare) */
+    b->acc = acc >> n;
     b->nbits -= n;
-    nstate[ctx] = tmk__rice_update(st, v);
-    return v;
+    u[ctx] = s == TMK__ZB_ZERO ? (v ? 16u * tmk__zb_bitlen(v) : TMK__ZB_ZERO)
+                               : s - (s >> 3) + 2u * tmk__zb_bitlen(v);
+    *out = v;
+    return 0;
   }
   { /* through a copy, so that b itself never escapes and stays in registers */
     tmk__zb t = *b;
-    v = tmk__zb_slow(&t, lim, nstate, ctx);
+    *out = tmk__zb_slow(&t, lim, u, ctx);
     *b = t;
-    return v;
+    return b->err;
   }
 }
 
-/* A record stream varint (§3.1) that must fit 32 bits, as tmk__in_u32 reads it. */
-static int tmk__zb_var(const uint8_t** pp, const uint8_t* end, uint64_t max, uint64_t* out) {
+/* A record stream varint (§3.1) of at most max, as tmk__in_u32 reads it: the bytes it takes
+ * (p itself is not passed by address, so that the caller keeps it in a register), or the error. */
+static int tmk__zb_var(const uint8_t* p, const uint8_t* end, uint64_t max, uint64_t* out) {
   uint64_t v;
   int m;
-  if (*pp < end && **pp < 0x80) {
-    *out = *(*pp)++;
-    return 0;
+  if (p < end && *p < 0x80) {
+    *out = *p;
+    return 1;
   }
-  m = tmk_proto_varint_get(*pp, end, &v);
+  m = tmk_proto_varint_get(p, end, &v);
   if (m < 0) return m;
-  *pp += m;
   if (v > max) return TMK_ERANGE;
   *out = v;
-  return 0;
+  return m;
 }
 
 int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, uint32_t* thread) {
   const uint8_t* p;
   const uint8_t* end;
   tmk__zb b;
-  uint32_t ns[TMK_PROTO_NUM_CONTEXTS];
+  uint32_t ns[TMK_PROTO_NUM_CONTEXTS]; /* the context states, as tmk__zb_u keeps them */
   uint64_t cursor, depth; /* depth: the root depth plus the open zones */
   uint32_t nopen;
+  tmk_proto_slot* leafp; /* the leaf predictor (§5.3) */
   tmk_proto_zone* o = out;
   tmk_proto_zone* oend;
   unsigned i;
+  int m;
   if (!r || !thread || (!out && cap)) return TMK_EINVAL;
   if (r->done < 0) return r->done;
   if (r->hdr.type != TMK_PKT_DATA) return tmk__fail(r, TMK_ETYPE);
@@ -500,119 +541,166 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
   b.acc = r->nacc;
   b.nbits = r->nbits;
   b.err = 0;
-  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) ns[i] = r->nstate[i];
+  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) ns[i] = tmk__zb_u(r->nstate[i]);
   cursor = r->zone_cursor;
   nopen = r->nopen;
   depth = (uint64_t)r->root_depth + nopen;
-  while (o < oend && p < end) {
-    unsigned tag = *p;
-    uint64_t gap, start, v;
-    uint32_t site;
-    tmk_proto_slot* sl;
-    if (tag >= TMK__TAG_LEAF_SHORT || tag == TMK__TAG_LEAF) { /* LEAF (§5.3) */
-      uint64_t dur;
-      p++;
-      if (tag >= TMK__TAG_LEAF_SHORT) {
-        site = tag - TMK__TAG_LEAF_SHORT + 1;
+  leafp = r->predict[0];
+  /* Every zone event takes at least one record byte and gives at most one zone, so while p is
+   * below plim = p + min(record bytes left, room for zones) both are left: one test a record. */
+  for (;;) {
+    const size_t left = (size_t)(end - p), room = (size_t)(oend - o);
+    const uint8_t* const plim = p + (left < room ? left : room);
+    if (p >= plim) break;
+    while (p < plim) {
+      unsigned tag = *p;
+      uint64_t gap, start, v;
+      uint32_t site;
+      tmk_proto_slot* sl;
+      if (tag >= TMK__TAG_LEAF_SHORT && !(depth >> 32)) {
+        /* A run of short LEAFs (§5.3), most of a busy stream: the depth does not change. */
+        const uint32_t d32 = (uint32_t)depth;
+        do {
+          uint64_t dur;
+          site = (uint32_t)*p++ - TMK__TAG_LEAF_SHORT + 1;
+          tmk__zb_refill(&b, end); /* at least 32 bits: both numbers, nearly always */
+          if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto failed;
+          start = cursor + gap;
+          sl = &leafp[site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+          if (sl->used && sl->site == site) {
+            if (tmk__zb_num(&b, end, ns, TMK__NUM_DUR, &v)) goto failed;
+            dur = sl->duration + tmk__unzz(v);
+          } else {
+            if (tmk__zb_num(&b, end, ns, TMK__NUM_FRESH, &dur)) goto failed;
+            sl->site = site;
+            sl->used = 1;
+          }
+          sl->duration = dur;
+          cursor = start + dur;
+          o->start = start;
+          o->duration = dur;
+          o->site = site;
+          o->depth = d32;
+          o++;
+        } while (p < plim && *p >= TMK__TAG_LEAF_SHORT);
+      } else if (tag >= TMK__TAG_LEAF_SHORT || tag == TMK__TAG_LEAF) { /* LEAF (§5.3) */
+        uint64_t dur;
+        p++;
+        if (tag >= TMK__TAG_LEAF_SHORT) {
+          site = tag - TMK__TAG_LEAF_SHORT + 1;
+        } else {
+          if ((m = tmk__zb_var(p, end, 0xFFFFFFFFull, &v)) < 0) {
+            b.err = m;
+            goto stopped;
+          }
+          p += m;
+          site = (uint32_t)v;
+        }
+        tmk__zb_refill(&b, end);
+        if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
+        if (depth > 0xFFFFFFFFull) {
+          b.err = TMK_ERANGE;
+          goto stopped;
+        }
+        start = cursor + gap;
+        sl = &leafp[site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+        if (sl->used && sl->site == site) {
+          if (tmk__zb_num(&b, end, ns, TMK__NUM_DUR, &v)) goto stopped;
+          dur = sl->duration + tmk__unzz(v);
+        } else {
+          if (tmk__zb_num(&b, end, ns, TMK__NUM_FRESH, &dur)) goto stopped;
+          sl->site = site;
+          sl->used = 1;
+        }
+        sl->duration = dur;
+        cursor = start + dur;
+        o->start = start;
+        o->duration = dur;
+        o->site = site;
+        o->depth = (uint32_t)depth;
+        o++;
+      } else if (tag == TMK__TAG_CLOSE) {
+        uint64_t tail, end_t;
+        p++;
+        if (nopen == 0) {
+          b.err = TMK_ENEST;
+          goto stopped;
+        }
+        tmk__zb_refill(&b, end);
+        site = r->open[nopen - 1].site;
+        sl = &r->predict[1][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+        if (sl->used && sl->site == site) {
+          if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE, &v)) goto stopped;
+          tail = sl->duration + tmk__unzz(v);
+        } else {
+          if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE_FRESH, &tail)) goto stopped;
+          sl->site = site;
+          sl->used = 1;
+        }
+        sl->duration = tail;
+        end_t = cursor + tail;
+        nopen--;
+        depth--;
+        o->start = r->open[nopen].start;
+        o->duration = end_t - r->open[nopen].start;
+        o->site = site;
+        o->depth = (uint32_t)depth;
+        o++;
+        cursor = end_t;
+      } else if (tag >= TMK__TAG_OPEN_SHORT || tag == TMK__TAG_OPEN) { /* OPEN */
+        p++;
+        if (tag >= TMK__TAG_OPEN_SHORT) {
+          site = tag - TMK__TAG_OPEN_SHORT + 1;
+        } else {
+          if ((m = tmk__zb_var(p, end, 0xFFFFFFFFull, &v)) < 0) {
+            b.err = m;
+            goto stopped;
+          }
+          p += m;
+          site = (uint32_t)v;
+        }
+        tmk__zb_refill(&b, end);
+        if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
+        if (depth > 0xFFFFFFFFull) {
+          b.err = TMK_ERANGE;
+          goto stopped;
+        }
+        if (nopen >= TMK_PROTO_MAX_OPEN) {
+          b.err = TMK_ENEST;
+          goto stopped;
+        }
+        cursor += gap;
+        r->open[nopen].start = cursor;
+        r->open[nopen].site = site;
+        nopen++;
+        depth++;
+      } else if (tag == TMK__TAG_AT) {
+        uint64_t root, delta;
+        p++;
+        if ((m = tmk__zb_var(p, end, 0xFFFFFFFFull, &root)) < 0) {
+          b.err = m;
+          goto stopped;
+        }
+        p += m;
+        if ((m = tmk__zb_var(p, end, UINT64_MAX, &delta)) < 0) {
+          b.err = m;
+          goto stopped;
+        }
+        p += m;
+        if (nopen) {
+          b.err = TMK_ENEST;
+          goto stopped;
+        }
+        depth = root; /* nothing is open */
+        cursor += tmk__unzz(delta);
       } else {
-        if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &v)) != 0) break;
-        site = (uint32_t)v;
+        goto stopped; /* not a zone event: tmk_proto_next's */
       }
-      tmk__zb_refill(&b, end); /* at least 32 bits: both numbers, nearly always */
-      gap = tmk__zb_num(&b, end, ns, TMK__NUM_GAP);
-      if (b.err) break;
-      if (depth > 0xFFFFFFFFull) {
-        b.err = TMK_ERANGE;
-        break;
-      }
-      start = cursor + gap;
-      sl = &r->predict[0][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
-      if (sl->used && sl->site == site) {
-        v = tmk__zb_num(&b, end, ns, TMK__NUM_DUR);
-        dur = sl->duration + tmk__unzz(v);
-      } else {
-        dur = tmk__zb_num(&b, end, ns, TMK__NUM_FRESH);
-        sl->site = site;
-        sl->used = 1;
-      }
-      if (b.err) break;
-      sl->duration = dur;
-      cursor = start + dur;
-      o->start = start;
-      o->duration = dur;
-      o->site = site;
-      o->depth = (uint32_t)depth;
-      o++;
-    } else if (tag == TMK__TAG_CLOSE) {
-      uint64_t tail, end_t;
-      p++;
-      if (nopen == 0) {
-        b.err = TMK_ENEST;
-        break;
-      }
-      tmk__zb_refill(&b, end);
-      site = r->open[nopen - 1].site;
-      sl = &r->predict[1][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
-      if (sl->used && sl->site == site) {
-        v = tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE);
-        tail = sl->duration + tmk__unzz(v);
-      } else {
-        tail = tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE_FRESH);
-        sl->site = site;
-        sl->used = 1;
-      }
-      if (b.err) break;
-      sl->duration = tail;
-      end_t = cursor + tail;
-      nopen--;
-      depth--;
-      o->start = r->open[nopen].start;
-      o->duration = end_t - r->open[nopen].start;
-      o->site = site;
-      o->depth = (uint32_t)depth;
-      o++;
-      cursor = end_t;
-    } else if (tag >= TMK__TAG_OPEN_SHORT || tag == TMK__TAG_OPEN) { /* OPEN */
-      p++;
-      if (tag >= TMK__TAG_OPEN_SHORT) {
-        site = tag - TMK__TAG_OPEN_SHORT + 1;
-      } else {
-        if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &v)) != 0) break;
-        site = (uint32_t)v;
-      }
-      tmk__zb_refill(&b, end);
-      gap = tmk__zb_num(&b, end, ns, TMK__NUM_GAP);
-      if (b.err) break;
-      if (depth > 0xFFFFFFFFull) {
-        b.err = TMK_ERANGE;
-        break;
-      }
-      if (nopen >= TMK_PROTO_MAX_OPEN) {
-        b.err = TMK_ENEST;
-        break;
-      }
-      cursor += gap;
-      r->open[nopen].start = cursor;
-      r->open[nopen].site = site;
-      nopen++;
-      depth++;
-    } else if (tag == TMK__TAG_AT) {
-      uint64_t root, delta;
-      p++;
-      if ((b.err = tmk__zb_var(&p, end, 0xFFFFFFFFull, &root)) != 0 ||
-          (b.err = tmk__zb_var(&p, end, UINT64_MAX, &delta)) != 0)
-        break;
-      if (nopen) {
-        b.err = TMK_ENEST;
-        break;
-      }
-      depth = root; /* nothing is open */
-      cursor += tmk__unzz(delta);
-    } else {
-      break; /* not a zone event: tmk_proto_next's */
     }
   }
+stopped:
   if (b.err) {
+  failed:
     /* the zones before the failure are handed out as tmk_proto_next would, the failure on
      * the next call */
     r->done = b.err;
@@ -622,7 +710,7 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
   r->q = b.q;
   r->nacc = b.acc;
   r->nbits = b.nbits;
-  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) r->nstate[i] = ns[i];
+  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) r->nstate[i] = tmk__zb_state(ns[i]);
   r->zone_cursor = cursor;
   r->root_depth = (uint32_t)(depth - nopen);
   r->nopen = nopen;
