@@ -693,6 +693,23 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         }
         depth = root; /* nothing is open */
         cursor += tmk__unzz(delta);
+      } else if (tag == TMK__TAG_THREAD && o == out) {
+        /* a THREAD before any zone of this call, as tmk_proto_next takes it: the zones that
+         * follow are the new thread's */
+        uint64_t t;
+        p++;
+        if ((m = tmk__zb_var(p, end, 0xFFFFFFFFull, &t)) < 0) {
+          b.err = m;
+          goto stopped;
+        }
+        p += m;
+        if (nopen) {
+          b.err = TMK_ENEST;
+          goto stopped;
+        }
+        r->thread = *thread = (uint32_t)t;
+        cursor = r->event_cursor = r->hdr.base_time;
+        depth = 0;
       } else {
         goto stopped; /* not a zone event: tmk_proto_next's */
       }
