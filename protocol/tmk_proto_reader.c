@@ -472,33 +472,39 @@ TMK__HOT int tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned c
                          uint64_t* out) {
   const uint32_t s = u[ctx];
   const unsigned k = (s - TMK__ZB_ZERO) >> 4; /* tmk__rice_k of the state, <= 63 */
-  const uint64_t acc = b->acc;
-  uint64_t ones = tmk__ones(acc, TMK__RICE_ESC), v;
+  uint64_t acc = b->acc, v;
+  const uint64_t ones = tmk__ones(acc, TMK__RICE_ESC);
   unsigned n;
   if (ones < TMK__RICE_ESC) {
     n = (unsigned)ones + 1 + k;
-    v = (ones << k) | ((acc >> (ones + 1)) & tmk__zb_mask[k]);
+    if (n >= b->nbits) goto slow;
+    /* the unary part and the low bits are shifted out in turn: the second shift is by k, as
+     * the unary part's */
+    acc >>= ones + 1;
+    v = acc & tmk__zb_mask[k];
+    acc >>= k;
+    v |= ones << k;
   } else { /* escape: 6 ones, the bit length - 1 in 6 bits, the number in that many bits */
-    unsigned len = (unsigned)((acc >> TMK__RICE_ESC) & 63) + 1;
+    const unsigned len = (unsigned)((acc >> TMK__RICE_ESC) & 63) + 1;
     n = TMK__RICE_ESC + 6 + len;
-    v = len < 52 ? (acc >> (TMK__RICE_ESC + 6)) & ((1ull << len) - 1) : 0;
+    if (n >= b->nbits) goto slow; /* else len <= 51 */
+    v = (acc >> (TMK__RICE_ESC + 6)) & ((1ull << len) - 1);
+    acc >>= n;
   }
-  if (n < b->nbits) {
-    /* nbits <= 64 (tmk__in_refill's most), so n <= 63 and v < 2^62: a code of n bits holds a
-     * number of at most n - 1 bits (n == nbits is rare) */
-    b->acc = acc >> n;
-    b->nbits -= n;
-    u[ctx] = s == TMK__ZB_ZERO ? (v ? 16u * tmk__zb_bitlen(v) : TMK__ZB_ZERO)
-                               : s - (s >> 3) + 2u * tmk__zb_bitlen(v);
-    *out = v;
-    return 0;
-  }
-  { /* through a copy, so that b itself never escapes and stays in registers */
-    tmk__zb t = *b;
-    *out = tmk__zb_slow(&t, lim, u, ctx);
-    *b = t;
-    return b->err;
-  }
+  /* nbits <= 64 (tmk__in_refill's most), so n <= 63 (n == nbits is rare) and v < 2^62: a code
+   * of n bits holds a number of at most n - 1 bits */
+  b->acc = acc;
+  b->nbits -= n;
+  u[ctx] = s == TMK__ZB_ZERO ? (v ? 16u * tmk__zb_bitlen(v) : TMK__ZB_ZERO)
+                             : s - (s >> 3) + 2u * tmk__zb_bitlen(v);
+  *out = v;
+  return 0;
+slow: { /* through a copy, so that b itself never escapes and stays in registers */
+  tmk__zb t = *b;
+  *out = tmk__zb_slow(&t, lim, u, ctx);
+  *b = t;
+  return b->err;
+}
 }
 
 /* A record stream varint (§3.1) of at most max, as tmk__in_u32 reads it: the bytes it takes
@@ -567,7 +573,7 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
           if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto failed;
           start = cursor + gap;
           sl = &leafp[site & (TMK_PROTO_PREDICT_SLOTS - 1)];
-          if (sl->used && sl->site == site) {
+          if (sl->site == site) { /* site >= 1: a slot that holds it is used */
             if (tmk__zb_num(&b, end, ns, TMK__NUM_DUR, &v)) goto failed;
             dur = sl->duration + tmk__unzz(v);
           } else {
