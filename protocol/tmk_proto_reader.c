@@ -445,6 +445,12 @@ TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, const uint8_t* lim, uint32_t* u, uns
   return v;
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+#define TMK__ZB_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define TMK__ZB_LIKELY(x) (x)
+#endif
+
 /* Bit length of v < 2^63: one bit scan, no test for 0 (clz ^ 63 is the bit scan itself). */
 #if defined(__GNUC__) || defined(__clang__)
 static inline unsigned tmk__zb_bitlen(uint64_t v) {
@@ -495,8 +501,10 @@ TMK__HOT int tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned c
    * of n bits holds a number of at most n - 1 bits */
   b->acc = acc;
   b->nbits -= n;
-  u[ctx] = s == TMK__ZB_ZERO ? (v ? 16u * tmk__zb_bitlen(v) : TMK__ZB_ZERO)
-                             : s - (s >> 3) + 2u * tmk__zb_bitlen(v);
+  if (TMK__ZB_LIKELY(s != TMK__ZB_ZERO)) /* laid out inline: a state is 0 only at first */
+    u[ctx] = s - (s >> 3) + 2u * tmk__zb_bitlen(v);
+  else
+    u[ctx] = v ? 16u * tmk__zb_bitlen(v) : TMK__ZB_ZERO;
   *out = v;
   return 0;
 slow: { /* through a copy, so that b itself never escapes and stays in registers */
@@ -573,7 +581,7 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
           if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto failed;
           start = cursor + gap;
           sl = &leafp[site & (TMK_PROTO_PREDICT_SLOTS - 1)];
-          if (sl->site == site) { /* site >= 1: a slot that holds it is used */
+          if (TMK__ZB_LIKELY(sl->site == site)) { /* site >= 1: a used slot holds it */
             if (tmk__zb_num(&b, end, ns, TMK__NUM_DUR, &v)) goto failed;
             dur = sl->duration + tmk__unzz(v);
           } else {
@@ -635,7 +643,7 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         tmk__zb_refill(&b, end);
         site = r->open[nopen - 1].site;
         sl = &r->predict[1][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
-        if (sl->used && sl->site == site) {
+        if (TMK__ZB_LIKELY(sl->used && sl->site == site)) {
           if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE, &v)) goto stopped;
           tail = sl->duration + tmk__unzz(v);
         } else {
