@@ -634,14 +634,22 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         o->depth = (uint32_t)depth;
         o++;
       } else if (tag == TMK__TAG_CLOSE) {
-        uint64_t tail, end_t;
+        uint64_t tail;
         p++;
         if (nopen == 0) {
           b.err = TMK_ENEST;
           goto stopped;
         }
         tmk__zb_refill(&b, end);
-        site = r->open[nopen - 1].site;
+        nopen--;
+        depth--;
+        site = r->open[nopen].site;
+        start = r->open[nopen].start;
+        /* start and site now, duration and depth once the tail is read: stores far apart in
+         * the zone stay scalar stores (the compiler pairs adjacent ones through vector
+         * registers) */
+        o->start = start;
+        o->site = site;
         sl = &r->predict[1][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
         if (TMK__ZB_LIKELY(sl->used && sl->site == site)) {
           if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE, &v)) goto stopped;
@@ -652,15 +660,10 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
           sl->used = 1;
         }
         sl->duration = tail;
-        end_t = cursor + tail;
-        nopen--;
-        depth--;
-        o->start = r->open[nopen].start;
-        o->duration = end_t - r->open[nopen].start;
-        o->site = site;
+        cursor += tail;
+        o->duration = cursor - start;
         o->depth = (uint32_t)depth;
         o++;
-        cursor = end_t;
       } else if (tag >= TMK__TAG_OPEN_SHORT || tag == TMK__TAG_OPEN) { /* OPEN */
         p++;
         if (tag >= TMK__TAG_OPEN_SHORT) {
