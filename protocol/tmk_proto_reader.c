@@ -597,6 +597,64 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
           o->depth = d32;
           o++;
         } while (p < plim && *p >= TMK__TAG_LEAF_SHORT);
+      } else if (tag == TMK__TAG_CLOSE) {
+        uint64_t tail;
+        p++;
+        if (nopen == 0) {
+          b.err = TMK_ENEST;
+          goto stopped;
+        }
+        tmk__zb_refill(&b, end);
+        nopen--;
+        depth--;
+        site = r->open[nopen].site;
+        start = r->open[nopen].start;
+        /* start and site now, duration and depth once the tail is read: stores far apart in
+         * the zone stay scalar stores (the compiler pairs adjacent ones through vector
+         * registers) */
+        o->start = start;
+        o->site = site;
+        sl = &r->predict[1][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+        if (TMK__ZB_LIKELY(sl->used && sl->site == site)) {
+          if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE, &v)) goto stopped;
+          tail = sl->duration + tmk__unzz(v);
+        } else {
+          if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE_FRESH, &tail)) goto stopped;
+          sl->site = site;
+          sl->used = 1;
+        }
+        sl->duration = tail;
+        cursor += tail;
+        o->duration = cursor - start;
+        o->depth = (uint32_t)depth;
+        o++;
+      } else if ((tag & 0xC0) == TMK__TAG_OPEN_SHORT || tag == TMK__TAG_OPEN) { /* OPEN */
+        p++;
+        if (tag >= TMK__TAG_OPEN_SHORT) {
+          site = tag - TMK__TAG_OPEN_SHORT + 1;
+        } else {
+          if ((m = tmk__zb_var(p, end, 0xFFFFFFFFull, &v)) < 0) {
+            b.err = m;
+            goto stopped;
+          }
+          p += m;
+          site = (uint32_t)v;
+        }
+        tmk__zb_refill(&b, end);
+        if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
+        if (depth > 0xFFFFFFFFull) {
+          b.err = TMK_ERANGE;
+          goto stopped;
+        }
+        if (nopen >= TMK_PROTO_MAX_OPEN) {
+          b.err = TMK_ENEST;
+          goto stopped;
+        }
+        cursor += gap;
+        r->open[nopen].start = cursor;
+        r->open[nopen].site = site;
+        nopen++;
+        depth++;
       } else if (tag >= TMK__TAG_LEAF_SHORT || tag == TMK__TAG_LEAF) { /* LEAF (§5.3) */
         uint64_t dur;
         p++;
@@ -633,64 +691,6 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         o->site = site;
         o->depth = (uint32_t)depth;
         o++;
-      } else if (tag == TMK__TAG_CLOSE) {
-        uint64_t tail;
-        p++;
-        if (nopen == 0) {
-          b.err = TMK_ENEST;
-          goto stopped;
-        }
-        tmk__zb_refill(&b, end);
-        nopen--;
-        depth--;
-        site = r->open[nopen].site;
-        start = r->open[nopen].start;
-        /* start and site now, duration and depth once the tail is read: stores far apart in
-         * the zone stay scalar stores (the compiler pairs adjacent ones through vector
-         * registers) */
-        o->start = start;
-        o->site = site;
-        sl = &r->predict[1][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
-        if (TMK__ZB_LIKELY(sl->used && sl->site == site)) {
-          if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE, &v)) goto stopped;
-          tail = sl->duration + tmk__unzz(v);
-        } else {
-          if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE_FRESH, &tail)) goto stopped;
-          sl->site = site;
-          sl->used = 1;
-        }
-        sl->duration = tail;
-        cursor += tail;
-        o->duration = cursor - start;
-        o->depth = (uint32_t)depth;
-        o++;
-      } else if (tag >= TMK__TAG_OPEN_SHORT || tag == TMK__TAG_OPEN) { /* OPEN */
-        p++;
-        if (tag >= TMK__TAG_OPEN_SHORT) {
-          site = tag - TMK__TAG_OPEN_SHORT + 1;
-        } else {
-          if ((m = tmk__zb_var(p, end, 0xFFFFFFFFull, &v)) < 0) {
-            b.err = m;
-            goto stopped;
-          }
-          p += m;
-          site = (uint32_t)v;
-        }
-        tmk__zb_refill(&b, end);
-        if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
-        if (depth > 0xFFFFFFFFull) {
-          b.err = TMK_ERANGE;
-          goto stopped;
-        }
-        if (nopen >= TMK_PROTO_MAX_OPEN) {
-          b.err = TMK_ENEST;
-          goto stopped;
-        }
-        cursor += gap;
-        r->open[nopen].start = cursor;
-        r->open[nopen].site = site;
-        nopen++;
-        depth++;
       } else if (tag == TMK__TAG_AT) {
         uint64_t root, delta;
         p++;
