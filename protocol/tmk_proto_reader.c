@@ -11,7 +11,9 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
                    size_t scratch_cap) {
   int n;
   if (!r) return TMK_EINVAL;
-  memset(r, 0, sizeof *r);
+  /* all but the open-zone stack, which is written before it is read (nopen counts it) */
+  memset(r, 0, offsetof(tmk_proto_reader, open));
+  memset(r->predict, 0, sizeof *r - offsetof(tmk_proto_reader, predict));
   r->done = TMK_ESTATE;
   if ((n = tmk_proto_parse_header(packet, len, &r->hdr)) < 0) {
     r->done = n;
@@ -44,7 +46,6 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
   }
   r->zone_cursor = r->event_cursor = r->hdr.base_time;
   r->q = r->end; /* control packets have no number stream */
-  tmk__nstate_init(r->nstate);
   if (r->hdr.type == TMK_PKT_DATA) {
     /* varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
     uint64_t a, b;
@@ -424,31 +425,12 @@ static inline uint32_t tmk__zb_u(uint32_t state) {
 }
 static inline uint32_t tmk__zb_state(uint32_t u) { return u == TMK__ZB_ZERO ? 0 : u; }
 
-/* A number the inline path does not take, read by the reference reader. */
-TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned ctx) {
-  tmk__in in;
-  uint32_t st[TMK_PROTO_NUM_CONTEXTS] = {0};
-  uint64_t v;
-  st[ctx] = tmk__zb_state(u[ctx]);
-  in.p = in.end = lim;
-  in.q = b->q;
-  in.acc = b->acc;
-  in.nbits = b->nbits;
-  in.nstate = st;
-  in.err = 0;
-  v = tmk__in_num(&in, ctx);
-  u[ctx] = tmk__zb_u(st[ctx]);
-  b->q = in.q;
-  b->acc = in.acc;
-  b->nbits = in.nbits;
-  b->err = in.err;
-  return v;
-}
-
 #if defined(__GNUC__) || defined(__clang__)
 #define TMK__ZB_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TMK__ZB_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define TMK__ZB_LIKELY(x) (x)
+#define TMK__ZB_UNLIKELY(x) (x)
 #endif
 
 /* Bit length of v < 2^63: one bit scan, no test for 0 (clz ^ 63 is the bit scan itself). */
@@ -469,13 +451,10 @@ static const uint64_t tmk__zb_mask[64] = {
     TMK__M4(48), TMK__M4(52), TMK__M4(56), TMK__M4(60)};
 #undef TMK__M4
 
-/* Reads the next number of context ctx into *out: a code wholly in acc (nearly all of them: a
- * Rice code with a short unary part, or an escape of up to 51 bits, which every cold context
- * starts with), else the reference reader. The caller refills first. Returns 0, or the error
- * (also left in b->err); the inline path returns a constant 0, so a caller's test of it costs
- * nothing there. u: the states as tmk__zb_u keeps them. */
-TMK__HOT int tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned ctx,
-                         uint64_t* out) {
+/* The inline path of tmk__zb_num: 1 with the number in *out when its code is wholly in acc
+ * (nearly all of them: a Rice code with a short unary part, or an escape of up to 51 bits,
+ * which every cold context starts with), 0 (nothing taken) when not. */
+TMK__HOT int tmk__zb_fast(tmk__zb* b, uint32_t* u, unsigned ctx, uint64_t* out) {
   const uint32_t s = u[ctx];
   const unsigned k = (s - TMK__ZB_ZERO) >> 4; /* tmk__rice_k of the state, <= 63 */
   uint64_t acc = b->acc, v;
@@ -483,7 +462,7 @@ TMK__HOT int tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned c
   unsigned n;
   if (ones < TMK__RICE_ESC) {
     n = (unsigned)ones + 1 + k;
-    if (n >= b->nbits) goto slow;
+    if (n >= b->nbits) return 0;
     /* the unary part and the low bits are shifted out in turn: the second shift is by k, as
      * the unary part's */
     acc >>= ones + 1;
@@ -493,8 +472,8 @@ TMK__HOT int tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned c
   } else { /* escape: 6 ones, the bit length - 1 in 6 bits, the number in that many bits */
     const unsigned len = (unsigned)((acc >> TMK__RICE_ESC) & 63) + 1;
     n = TMK__RICE_ESC + 6 + len;
-    if (n >= b->nbits) goto slow; /* else len <= 51 */
-    v = (acc >> (TMK__RICE_ESC + 6)) & ((1ull << len) - 1);
+    if (n >= b->nbits) return 0; /* else len <= 51 */
+    v = (acc >> (TMK__RICE_ESC + 6)) & tmk__zb_mask[len];
     acc >>= n;
   }
   /* nbits <= 64 (tmk__in_refill's most), so n <= 63 (n == nbits is rare) and v < 2^62: a code
@@ -506,13 +485,51 @@ TMK__HOT int tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned c
   else
     u[ctx] = v ? 16u * tmk__zb_bitlen(v) : TMK__ZB_ZERO;
   *out = v;
-  return 0;
-slow: { /* through a copy, so that b itself never escapes and stays in registers */
-  tmk__zb t = *b;
-  *out = tmk__zb_slow(&t, lim, u, ctx);
-  *b = t;
-  return b->err;
+  return 1;
 }
+
+/* A number the inline path did not take: the buffer topped up to 56..63 bits, as a refill does,
+ * then the inline path again (a long code: the first numbers of a context, escapes), else the
+ * reference reader (the stream's last bytes, the longest escapes). */
+TMK__COLD uint64_t tmk__zb_slow(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned ctx) {
+  tmk__in in;
+  uint32_t st[TMK_PROTO_NUM_CONTEXTS] = {0};
+  uint64_t v;
+  if (b->nbits < 56 && b->q - lim >= 8) {
+    b->acc |= tmk__load_back8(b->q) << b->nbits;
+    b->q -= (63 - b->nbits) >> 3;
+    b->nbits |= 56;
+    if (tmk__zb_fast(b, u, ctx, &v)) return v;
+  }
+  st[ctx] = tmk__zb_state(u[ctx]);
+  in.p = in.end = lim;
+  in.q = b->q;
+  in.acc = b->acc;
+  in.nbits = b->nbits;
+  in.nstate = st;
+  in.err = 0;
+  v = tmk__in_num(&in, ctx);
+  u[ctx] = tmk__zb_u(st[ctx]);
+  b->q = in.q;
+  b->acc = in.acc;
+  b->nbits = in.nbits;
+  b->err = in.err;
+  return v;
+}
+
+/* Reads the next number of context ctx into *out (tmk__zb_fast, else tmk__zb_slow). The caller
+ * refills first. Returns 0, or the error (also left in b->err); the inline path returns a
+ * constant 0, so a caller's test of it costs nothing there. u: the states as tmk__zb_u keeps
+ * them. */
+TMK__HOT int tmk__zb_num(tmk__zb* b, const uint8_t* lim, uint32_t* u, unsigned ctx,
+                         uint64_t* out) {
+  if (tmk__zb_fast(b, u, ctx, out)) return 0;
+  { /* through a copy, so that b itself never escapes and stays in registers */
+    tmk__zb t = *b;
+    *out = tmk__zb_slow(&t, lim, u, ctx);
+    *b = t;
+    return b->err;
+  }
 }
 
 /* A record stream varint (§3.1) of at most max, as tmk__in_u32 reads it: the bytes it takes
@@ -600,7 +617,7 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
       } else if (tag == TMK__TAG_CLOSE) {
         uint64_t tail;
         p++;
-        if (nopen == 0) {
+        if (TMK__ZB_UNLIKELY(nopen == 0)) {
           b.err = TMK_ENEST;
           goto stopped;
         }
@@ -642,11 +659,11 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         }
         tmk__zb_refill(&b, end);
         if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
-        if (depth > 0xFFFFFFFFull) {
+        if (TMK__ZB_UNLIKELY(depth > 0xFFFFFFFFull)) {
           b.err = TMK_ERANGE;
           goto stopped;
         }
-        if (nopen >= TMK_PROTO_MAX_OPEN) {
+        if (TMK__ZB_UNLIKELY(nopen >= TMK_PROTO_MAX_OPEN)) {
           b.err = TMK_ENEST;
           goto stopped;
         }
@@ -670,7 +687,7 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         }
         tmk__zb_refill(&b, end);
         if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
-        if (depth > 0xFFFFFFFFull) {
+        if (TMK__ZB_UNLIKELY(depth > 0xFFFFFFFFull)) {
           b.err = TMK_ERANGE;
           goto stopped;
         }
