@@ -293,8 +293,9 @@ int tmk_proto_next(tmk_proto_reader* r, tmk_proto_record* rec);
 /* The batched zone decoder: the same zones tmk_proto_next would return, in the same order, with
  * the same errors, but a run at a time into a plain array (the relay's ingest path). Decodes the
  * zone events (§5.3: LEAF, OPEN, CLOSE, AT) that come next, stopping before the first record
- * that is not one (THREAD included) and at the end of the body, or when `cap` zones are out.
- * Every zone returned belongs to the thread stored in *thread. Returns the number of zones
+ * that is not one and at the end of the body, or when `cap` zones are out. A THREAD before the
+ * call's first zone is taken as tmk_proto_next takes it; one after a zone stops the call. Every
+ * zone returned belongs to the thread stored in *thread. Returns the number of zones
  * (0: the next record is not a zone, or cap is 0: call tmk_proto_next for it), or a negative
  * TMK_E* code (the reader then stays failed, as with tmk_proto_next; zones decoded before the
  * failure are returned first, the code on the next call). Both calls may be mixed freely on

@@ -69,7 +69,8 @@ int tmk_proto_parse_header(const void* packet, size_t len, tmk_proto_header* h) 
   int n;
   if (!packet || !h) return TMK_EINVAL;
   if (len > TMK_PROTO_MAX_PACKET) return TMK_ETOOBIG;
-  if (memcmp(p, "TMK", len < 3 ? len : 3) != 0) return TMK_EMAGIC;
+  for (n = 0; n < 3 && (size_t)n < len; n++) /* the bytes there are must start the magic */
+    if (p[n] != (uint8_t)"TMK"[n]) return TMK_EMAGIC;
   if (len < 4) return TMK_ETRUNC;
   if (p[3] != TMK_PROTO_VERSION) return TMK_EVERSION;
   if (len < 14) return TMK_ETRUNC;

@@ -89,7 +89,7 @@ TMK__SMALL unsigned tmk__rice_bits(uint64_t v, unsigned k) {
 }
 
 /* =============================================================================================
- * Decoder half (used by tmk_proto_reader.c)
+ * Decoder half (used by tmk_proto_reader.c and tmk_proto_zones.c)
  * =========================================================================================== */
 
 /* The reader's input while it decodes: the record stream cursor and the number stream's bit

@@ -521,6 +521,27 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   return 0;
 }
 
+/* Writes one stored zone (dur already clamped to 48 bits, depth to 255): on a little-endian host
+ * as two 8-byte words (start_off | dur_lo, site | dur_hi | depth | flags 0), which is its layout
+ * (relay_clickhouse.c checks the offsets), else field by field. */
+static inline void put_zrec(zrec* z, uint64_t off, uint64_t dur, uint32_t sid, uint32_t depth8) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t w[2];
+  w[0] = (uint32_t)off | dur << 32;
+  w[1] = sid | (dur & 0xFFFF00000000ull) | (uint64_t)depth8 << 48;
+  memcpy(z, w, sizeof w);
+#else
+  zrec r;
+  r.start_off = (int32_t)(int64_t)off;
+  r.dur_lo = (uint32_t)dur;
+  r.dur_hi = (uint16_t)(dur >> 32);
+  r.site = sid;
+  r.depth = (uint8_t)depth8;
+  r.flags = 0;
+  *z = r;
+#endif
+}
+
 /* Stores n decoded zones of thread t: the chunk's bookkeeping (count, time range, the store's
  * time range and zone count) is updated once per chunk, not once per zone. Returns 0 or
  * TMK_ENOMEM. */
@@ -538,31 +559,40 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
       if (!c) return TMK_ENOMEM;
     }
     zrec* z = (zrec*)(void*)c->data + c->count;
-    /* In locals: the byte-wide stores below may alias anything, which would reload these from
-     * memory every zone. */
+    /* In locals: the stores below may alias anything, which would reload these from memory
+     * every zone. */
     const uint64_t base = c->base;
     const uint32_t* cache = st->site_cache;
     const tmk_proto_zone* q = zs + i;
     uint64_t lo = c->tmin, hi = c->tmax;
-    uint32_t k = 0, room = (uint32_t)(c->cap / sizeof(zrec)) - c->count;
+    const uint32_t room = (uint32_t)(c->cap / sizeof(zrec)) - c->count;
     const uint32_t lim = n - i < room ? (uint32_t)(n - i) : room;
-    for (; k < lim; k++) {
-      uint64_t start = q[k].start, dur = q[k].duration, off = start - base;
-      const uint32_t sid = q[k].site;
-      if (off + 0x80000000ull > 0xFFFFFFFFull) break; /* fits_off: else a new chunk */
-      if (cache[sid & 255] != sid && k && sid) break; /* reference_site above */
-      if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-      zrec r;
-      r.start_off = (int32_t)(int64_t)off;
-      r.dur_lo = (uint32_t)dur;
-      r.dur_hi = (uint16_t)(dur >> 32);
-      r.site = sid;
-      r.depth = (uint8_t)(q[k].depth > 255 ? 255 : q[k].depth);
-      r.flags = 0;
-      z[k] = r;
-      if (start < lo) lo = start;
-      if (start + dur > hi) hi = start + dur;
-    }
+    uint32_t k = 1;
+    const uint64_t start0 = q[0].start;
+    uint64_t dur0 = q[0].duration;
+    if (dur0 > 0xFFFFFFFFFFFFull) dur0 = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
+    put_zrec(z, start0 - base, dur0, q[0].site, q[0].depth > 255 ? 255 : q[0].depth);
+    if (start0 < lo) lo = start0;
+    if (start0 + dur0 > hi) hi = start0 + dur0;
+    if (cache[q[0].site & 255] == q[0].site || !q[0].site) {
+      /* the first zone's site is in the table (reference_site above), and so is every later
+       * one that the cache holds: the zones that follow go in while theirs are cached */
+      const tmk_proto_zone* zq = q + 1;
+      const tmk_proto_zone* const zend = q + lim;
+      zrec* zp = z + 1;
+      for (; zq < zend; zq++, zp++) {
+        const uint64_t start = zq->start, off = start - base;
+        uint64_t dur = zq->duration;
+        const uint32_t sid = zq->site, depth = zq->depth;
+        if ((int64_t)(int32_t)off != (int64_t)off) break; /* fits_off: else a new chunk */
+        if (cache[sid & 255] != sid && sid) break;        /* reference_site first */
+        if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull;
+        put_zrec(zp, off, dur, sid, depth > 255 ? 255 : depth);
+        if (start < lo) lo = start;
+        if (start + dur > hi) hi = start + dur;
+      }
+      k = (uint32_t)(zq - q);
+    } /* else the site table is full: the first zone goes in all the same, alone */
     i += k;
     if (st->ring) /* followers: the live ring gets the same zones */
       for (uint32_t j = 0; j < k; j++)

@@ -18,8 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 AGENT = ["agent/tmk_agent.c", "agent/tmk_flush.c", "agent/tmk_transport.c", "agent/tmk_log.c",
          "protocol/tmk_proto_primitives.c", "protocol/tmk_proto_writer.c",
-         "protocol/tmk_proto_reader.c", "protocol/tmk_proto_format.c", "protocol/tmk_proto_siphash.c",
-         "protocol/tmk_error.c",
+         "protocol/tmk_proto_reader.c", "protocol/tmk_proto_zones.c", "protocol/tmk_proto_format.c",
+         "protocol/tmk_proto_siphash.c", "protocol/tmk_error.c",
          "platforms/baremetal/tmk_port_baremetal.c"]
 
 BOARDS = {

@@ -13,8 +13,8 @@ import sys
 
 SOURCES = ["agent/tmk_agent.c", "agent/tmk_flush.c", "agent/tmk_transport.c", "agent/tmk_log.c",
            "protocol/tmk_proto_primitives.c", "protocol/tmk_proto_writer.c",
-           "protocol/tmk_proto_reader.c", "protocol/tmk_proto_format.c", "protocol/tmk_proto_siphash.c",
-           "protocol/tmk_error.c"]
+           "protocol/tmk_proto_reader.c", "protocol/tmk_proto_zones.c", "protocol/tmk_proto_format.c",
+           "protocol/tmk_proto_siphash.c", "protocol/tmk_error.c"]
 FLAGS = {"wii": ["-DGEKKO", "-DHW_RVL", "-mcpu=750", "-meabi", "-mhard-float"],
          "psp": ["-march=allegrex", "-G0", "-D_PSP_FW_VERSION=600"]}
 
