@@ -200,6 +200,43 @@ static int tmk__zb_var(const uint8_t* p, const uint8_t* end, uint64_t max, uint6
   return m;
 }
 
+/* The site of an OPEN or LEAF whose tag byte p has just been taken: in the tag when it is a short
+ * one (tag >= short_tag), else the varint after it. Returns the bytes taken after the tag, or the
+ * error. */
+static inline int tmk__zb_site(unsigned tag, unsigned short_tag, const uint8_t* p,
+                               const uint8_t* end, uint32_t* site) {
+  uint64_t v;
+  int m;
+  if (tag >= short_tag) {
+    *site = tag - short_tag + 1;
+    return 0;
+  }
+  if ((m = tmk__zb_var(p, end, 0xFFFFFFFFull, &v)) < 0) return m;
+  *site = (uint32_t)v;
+  return m;
+}
+
+/* A number the predictor codes (§5.3) in slot sl: the slot's value plus the zigzag read in context
+ * `ctx` (TMK__NUM_DUR or TMK__NUM_CLOSE) when the slot holds `site`, else a fresh number in the
+ * matching fresh context (ctx + 2); the slot then holds the value. Returns 0, or the error. */
+TMK__HOT int tmk__zb_pnum(tmk__zb* b, const uint8_t* lim, uint32_t* u, tmk_proto_slot* sl,
+                          uint32_t site, unsigned ctx, uint64_t* out) {
+  uint64_t v;
+  if (TMK__ZB_LIKELY(sl->used && sl->site == site)) {
+    if (tmk__zb_num(b, lim, u, ctx, &v)) return b->err;
+    v = sl->duration + tmk__unzz(v);
+  } else {
+    if (tmk__zb_num(b, lim, u, ctx + 2, &v)) return b->err;
+    sl->site = site;
+    sl->used = 1;
+  }
+  sl->duration = v;
+  *out = v;
+  return 0;
+}
+typedef char tmk__zb_fresh_check[TMK__NUM_FRESH == TMK__NUM_DUR + 2 &&
+                                 TMK__NUM_CLOSE_FRESH == TMK__NUM_CLOSE + 2 ? 1 : -1];
+
 int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, uint32_t* thread) {
   const uint8_t* p;
   const uint8_t* end;
@@ -287,31 +324,18 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         o->start = start;
         o->site = site;
         sl = &r->predict[1][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
-        if (TMK__ZB_LIKELY(sl->used && sl->site == site)) {
-          if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE, &v)) goto stopped;
-          tail = sl->duration + tmk__unzz(v);
-        } else {
-          if (tmk__zb_num(&b, end, ns, TMK__NUM_CLOSE_FRESH, &tail)) goto stopped;
-          sl->site = site;
-          sl->used = 1;
-        }
-        sl->duration = tail;
+        if (tmk__zb_pnum(&b, end, ns, sl, site, TMK__NUM_CLOSE, &tail)) goto stopped;
         cursor += tail;
         o->duration = cursor - start;
         o->depth = (uint32_t)depth;
         o++;
       } else if ((tag & 0xC0) == TMK__TAG_OPEN_SHORT || tag == TMK__TAG_OPEN) { /* OPEN */
         p++;
-        if (tag >= TMK__TAG_OPEN_SHORT) {
-          site = tag - TMK__TAG_OPEN_SHORT + 1;
-        } else {
-          if ((m = tmk__zb_var(p, end, 0xFFFFFFFFull, &v)) < 0) {
-            b.err = m;
-            goto stopped;
-          }
-          p += m;
-          site = (uint32_t)v;
+        if ((m = tmk__zb_site(tag, TMK__TAG_OPEN_SHORT, p, end, &site)) < 0) {
+          b.err = m;
+          goto stopped;
         }
+        p += m;
         tmk__zb_refill(&b, end);
         if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
         if (TMK__ZB_UNLIKELY(depth > 0xFFFFFFFFull)) {
@@ -330,16 +354,11 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
       } else if (tag >= TMK__TAG_LEAF_SHORT || tag == TMK__TAG_LEAF) { /* LEAF (§5.3) */
         uint64_t dur;
         p++;
-        if (tag >= TMK__TAG_LEAF_SHORT) {
-          site = tag - TMK__TAG_LEAF_SHORT + 1;
-        } else {
-          if ((m = tmk__zb_var(p, end, 0xFFFFFFFFull, &v)) < 0) {
-            b.err = m;
-            goto stopped;
-          }
-          p += m;
-          site = (uint32_t)v;
+        if ((m = tmk__zb_site(tag, TMK__TAG_LEAF_SHORT, p, end, &site)) < 0) {
+          b.err = m;
+          goto stopped;
         }
+        p += m;
         tmk__zb_refill(&b, end);
         if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
         if (TMK__ZB_UNLIKELY(depth > 0xFFFFFFFFull)) {
@@ -348,15 +367,7 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         }
         start = cursor + gap;
         sl = &leafp[site & (TMK_PROTO_PREDICT_SLOTS - 1)];
-        if (sl->used && sl->site == site) {
-          if (tmk__zb_num(&b, end, ns, TMK__NUM_DUR, &v)) goto stopped;
-          dur = sl->duration + tmk__unzz(v);
-        } else {
-          if (tmk__zb_num(&b, end, ns, TMK__NUM_FRESH, &dur)) goto stopped;
-          sl->site = site;
-          sl->used = 1;
-        }
-        sl->duration = dur;
+        if (tmk__zb_pnum(&b, end, ns, sl, site, TMK__NUM_DUR, &dur)) goto stopped;
         cursor = start + dur;
         o->start = start;
         o->duration = dur;
