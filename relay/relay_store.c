@@ -497,6 +497,28 @@ static chunk* next_zone_chunk(tmk__store* st, thread* t, uint64_t start) {
   return new_chunk(st, t, CK_ZONES, cap, start);
 }
 
+/* Writes one stored zone (dur already clamped to 48 bits, depth to 255): on a little-endian host
+ * as two 8-byte words (start_off | dur_lo, site | dur_hi | depth | flags), which is its layout
+ * (relay_clickhouse.c checks the offsets), else field by field. */
+static inline void put_zrec(zrec* z, uint64_t off, uint64_t dur, uint32_t sid, uint32_t depth8,
+                            uint32_t flags) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t w[2];
+  w[0] = (uint32_t)off | dur << 32;
+  w[1] = sid | (dur & 0xFFFF00000000ull) | (uint64_t)depth8 << 48 | (uint64_t)flags << 56;
+  memcpy(z, w, sizeof w);
+#else
+  zrec r;
+  r.start_off = (int32_t)(int64_t)off;
+  r.dur_lo = (uint32_t)dur;
+  r.dur_hi = (uint16_t)(dur >> 32);
+  r.site = sid;
+  r.depth = (uint8_t)depth8;
+  r.flags = (uint8_t)flags;
+  *z = r;
+#endif
+}
+
 static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur,
                            uint32_t site_id, uint32_t depth, uint32_t flags) {
   chunk* c = t->zones.tail;
@@ -506,12 +528,7 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   }
   if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
   zrec* z = (zrec*)(void*)c->data + c->count++;
-  z->start_off = (int32_t)(int64_t)(start - c->base);
-  z->dur_lo = (uint32_t)dur;
-  z->dur_hi = (uint16_t)(dur >> 32);
-  z->site = site_id;
-  z->depth = (uint8_t)(depth > 255 ? 255 : depth);
-  z->flags = (uint8_t)flags;
+  put_zrec(z, start - c->base, dur, site_id, depth > 255 ? 255 : depth, flags & 0xFFu);
   if (start < c->tmin) c->tmin = start;
   if (start + dur > c->tmax) c->tmax = start + dur;
   note_time(st, start, start + dur);
@@ -519,27 +536,6 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   if (st->ring) live_zone(st, t->id, start, dur, site_id, depth, flags);
   if (st->tap.zones) st->tap.zones(st->tap.ud, t->id, c->base, st->freq, z, 1);
   return 0;
-}
-
-/* Writes one stored zone (dur already clamped to 48 bits, depth to 255): on a little-endian host
- * as two 8-byte words (start_off | dur_lo, site | dur_hi | depth | flags 0), which is its layout
- * (relay_clickhouse.c checks the offsets), else field by field. */
-static inline void put_zrec(zrec* z, uint64_t off, uint64_t dur, uint32_t sid, uint32_t depth8) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  uint64_t w[2];
-  w[0] = (uint32_t)off | dur << 32;
-  w[1] = sid | (dur & 0xFFFF00000000ull) | (uint64_t)depth8 << 48;
-  memcpy(z, w, sizeof w);
-#else
-  zrec r;
-  r.start_off = (int32_t)(int64_t)off;
-  r.dur_lo = (uint32_t)dur;
-  r.dur_hi = (uint16_t)(dur >> 32);
-  r.site = sid;
-  r.depth = (uint8_t)depth8;
-  r.flags = 0;
-  *z = r;
-#endif
 }
 
 /* Stores n decoded zones of thread t: the chunk's bookkeeping (count, time range, the store's
@@ -571,7 +567,7 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
     const uint64_t start0 = q[0].start;
     uint64_t dur0 = q[0].duration;
     if (dur0 > 0xFFFFFFFFFFFFull) dur0 = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-    put_zrec(z, start0 - base, dur0, q[0].site, q[0].depth > 255 ? 255 : q[0].depth);
+    put_zrec(z, start0 - base, dur0, q[0].site, q[0].depth > 255 ? 255 : q[0].depth, 0);
     if (start0 < lo) lo = start0;
     if (start0 + dur0 > hi) hi = start0 + dur0;
     if (cache[q[0].site & 255] == q[0].site || !q[0].site) {
@@ -587,7 +583,7 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
         if ((int64_t)(int32_t)off != (int64_t)off) break; /* fits_off: else a new chunk */
         if (cache[sid & 255] != sid && sid) break;        /* reference_site first */
         if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull;
-        put_zrec(zp, off, dur, sid, depth > 255 ? 255 : depth);
+        put_zrec(zp, off, dur, sid, depth > 255 ? 255 : depth, 0);
         if (start < lo) lo = start;
         if (start + dur > hi) hi = start + dur;
       }
