@@ -13,7 +13,8 @@ int tmk_proto_open(tmk_proto_reader* r, const void* packet, size_t len, void* sc
   if (!r) return TMK_EINVAL;
   /* all but the open-zone stack, which is written before it is read (nopen counts it) */
   memset(r, 0, offsetof(tmk_proto_reader, open));
-  memset(r->predict, 0, sizeof *r - offsetof(tmk_proto_reader, predict));
+  memset((char*)r + offsetof(tmk_proto_reader, open) + sizeof r->open, 0,
+         sizeof *r - offsetof(tmk_proto_reader, open) - sizeof r->open);
   r->done = TMK_ESTATE;
   if ((n = tmk_proto_parse_header(packet, len, &r->hdr)) < 0) {
     r->done = n;
