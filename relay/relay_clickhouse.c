@@ -248,6 +248,11 @@ struct tmk__ch_sess {
   uint64_t last[12];        /* ... with these facts and counters */
 };
 
+typedef struct sender { /* what a sender thread is started with */
+  struct tmk__ch* ch;
+  int slot;
+} sender;
+
 struct tmk__ch {
   /* configuration (immutable) */
   tmk__ch_endpoint ep; /* host, port, URL parameters, database, timeout */
@@ -266,15 +271,24 @@ struct tmk__ch {
   batch* q_head;
   batch* q_tail;
   uint64_t q_bytes, q_batches;
-  int sending; /* [mu] the sink has a batch from memory off the queue, not yet sent or spilled */
+  uint32_t sending; /* [mu] batches from memory off the queue, not yet sent or spilled */
   uint64_t disk_bytes, disk_batches;
   int stop;
   uint64_t drain_deadline_ms;
   tmk__ch_stats st;
   batch* pool; /* sent batches kept for reuse: their pages stay populated (no page faults) */
   uint64_t keep_bytes; /* memory they hold (batch_held), at most queue_max */
-  pthread_t thread;
-  int thread_started;
+  uint32_t backoff;      /* ms: 0 while ClickHouse answers, else 250 doubling to 5000 */
+  uint64_t retry_ms;     /* no request before this time (tmk__now_ms) */
+  int was_up;            /* -1 unknown, 0 down, 1 up: logs the changes */
+  int tables, tables_busy; /* tables created; a sender is creating them */
+  char claim[TMK__CH_SENDERS_MAX][64]; /* the spill file each sender holds, "" if none */
+  uint32_t nclaimed;
+  /* senders */
+  uint32_t senders;
+  sender sd[TMK__CH_SENDERS_MAX];
+  pthread_t thread[TMK__CH_SENDERS_MAX];
+  uint32_t threads_started;
 };
 
 static void set_error(tmk__ch* ch, const char* fmt, const char* a, const char* b) {
@@ -417,21 +431,6 @@ out:
 static int spill_filter(const struct dirent* e) {
   size_t n = strlen(e->d_name);
   return n > 6 && strcmp(e->d_name + n - 6, ".tmkch") == 0;
-}
-
-/* Oldest spill file (names sort by time), or "" when none. */
-static int spill_oldest(tmk__ch* ch, char* path, size_t cap) {
-  struct dirent** list = NULL;
-  int n = scandir(ch->spill_dir, &list, spill_filter, alphasort);
-  path[0] = 0;
-  if (n <= 0) {
-    free(list);
-    return 0;
-  }
-  snprintf(path, cap, "%s/%s", ch->spill_dir, list[0]->d_name);
-  for (int i = 0; i < n; i++) free(list[i]);
-  free(list);
-  return 1;
 }
 
 /* Counts what an earlier run left behind (and removes torn .tmp files). */
@@ -624,23 +623,71 @@ static void spill_or_drop_locked(tmk__ch* ch, batch* b, int sync) {
   batch_free(b);
 }
 
+/* Sender `slot` claims the oldest spill file no other sender has claimed: its path in `path`.
+ * Returns 0 when there is none. The directory is listed without the lock (the loop takes it). */
+static int spill_claim(tmk__ch* ch, int slot, char* path, size_t cap) {
+  struct dirent** list = NULL;
+  int n = scandir(ch->spill_dir, &list, spill_filter, alphasort), got = 0;
+  path[0] = 0;
+  pthread_mutex_lock(&ch->mu);
+  for (int i = 0; i < n && !got; i++) {
+    int taken = 0;
+    for (uint32_t k = 0; k < ch->senders; k++)
+      if ((int)k != slot && strcmp(ch->claim[k], list[i]->d_name) == 0) taken = 1;
+    size_t len = strlen(list[i]->d_name);
+    if (taken || len >= sizeof ch->claim[slot]) continue;
+    snprintf(path, cap, "%s/%s", ch->spill_dir, list[i]->d_name);
+    /* another sender may have sent and deleted it since the listing (it deletes under mu) */
+    if (access(path, F_OK) != 0) continue;
+    memcpy(ch->claim[slot], list[i]->d_name, len + 1);
+    ch->nclaimed++;
+    got = 1;
+  }
+  pthread_mutex_unlock(&ch->mu);
+  for (int i = 0; i < n; i++) free(list[i]);
+  free(list);
+  return got;
+}
+
+/* Caller holds mu. Sender `slot` lets go of its spill file (sent, kept for later, or gone). */
+static void spill_unclaim_locked(tmk__ch* ch, int slot) {
+  if (!ch->claim[slot][0]) return;
+  ch->claim[slot][0] = 0;
+  ch->nclaimed--;
+}
+
+/* Caller holds mu. A request failed: ClickHouse is away, every sender backs off. */
+static void went_down_locked(tmk__ch* ch, const char* err) {
+  snprintf(ch->st.last_error, sizeof ch->st.last_error, "%s", err);
+  ch->st.errors++;
+  ch->st.up = 0;
+  if (ch->was_up != 0)
+    tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s; spilling to %s and retrying", err,
+                   ch->spill_dir);
+  ch->was_up = 0;
+  ch->backoff = ch->backoff ? (ch->backoff * 2 > 5000 ? 5000 : ch->backoff * 2) : 250;
+  ch->retry_ms = tmk__now_ms() + ch->backoff;
+}
+
+/* One of ch->senders threads. Each takes the next batch (a spill file no other sender holds,
+ * oldest first, else the memory queue's head) and sends it, so up to `senders` INSERTs run at
+ * once: a single INSERT keeps one of ClickHouse's cores busy (docs/SCALE.md). */
 static void* sink_main(void* arg) {
-  tmk__ch* ch = arg;
+  tmk__ch* ch = ((sender*)arg)->ch;
+  const int slot = ((sender*)arg)->slot;
   char err[256];
-  int tables = 0;
-  uint32_t backoff = 0;
-  int was_up = -1;
   pthread_mutex_lock(&ch->mu);
   for (;;) {
     int stopping = ch->stop;
     uint64_t now = tmk__now_ms();
     if (stopping && now >= ch->drain_deadline_ms) break;
-    if (!ch->q_head && !ch->disk_batches) {
+    int on_disk = ch->disk_batches > ch->nclaimed;
+    if (!ch->q_head && !on_disk) {
       if (stopping) break;
       tmk__cond_wait_ms(&ch->cv, &ch->mu, 200);
       continue;
     }
-    if (backoff) {
+    if (now < ch->retry_ms) {
       /* ClickHouse is away: keep memory small and everything durable while waiting. */
       while (ch->q_head) {
         batch* b = ch->q_head;
@@ -651,93 +698,101 @@ static void* sink_main(void* arg) {
         spill_or_drop_locked(ch, b, 1);
       }
       if (stopping) break;
-      tmk__cond_wait_ms(&ch->cv, &ch->mu, backoff);
-      if (ch->stop && !stopping) continue;
+      tmk__cond_wait_ms(&ch->cv, &ch->mu, ch->retry_ms - now);
+      continue;
     }
-    pthread_mutex_unlock(&ch->mu);
-    int ok = 1;
-    if (!tables) {
-      ok = ensure_tables(ch, err, sizeof err) == 0;
-      tables = ok;
+    if (!ch->tables) {
+      /* one sender creates the tables; the others wait for it */
+      if (ch->tables_busy) {
+        tmk__cond_wait_ms(&ch->cv, &ch->mu, 50);
+        continue;
+      }
+      ch->tables_busy = 1;
+      pthread_mutex_unlock(&ch->mu);
+      int ok = ensure_tables(ch, err, sizeof err) == 0;
+      pthread_mutex_lock(&ch->mu);
+      ch->tables_busy = 0;
+      ch->tables = ok;
+      if (!ok) went_down_locked(ch, err);
+      pthread_cond_broadcast(&ch->cv);
+      continue;
     }
     batch* b = NULL;
     int from_disk = 0;
-    if (ok) {
-      pthread_mutex_lock(&ch->mu);
-      /* Spilled batches first (oldest first), then memory. */
-      if (ch->disk_batches) from_disk = 1;
-      else if (ch->q_head) {
-        b = ch->q_head;
-        ch->q_head = b->next;
-        if (!ch->q_head) ch->q_tail = NULL;
-        ch->q_bytes -= b->bytes;
-        ch->q_batches--;
-        ch->sending = 1; /* still pending for GET /api/relay until sent or spilled */
-      }
+    char path[1100];
+    if (on_disk) { /* spilled batches first (oldest first), then memory */
       pthread_mutex_unlock(&ch->mu);
-      char path[1100];
-      if (from_disk) {
-        if (!spill_oldest(ch, path, sizeof path)) {
-          pthread_mutex_lock(&ch->mu);
+      from_disk = spill_claim(ch, slot, path, sizeof path);
+      pthread_mutex_lock(&ch->mu);
+      if (!from_disk) {
+        if (ch->nclaimed == 0) { /* the count was off (files removed by hand): trust the dir */
           ch->disk_batches = 0;
           ch->disk_bytes = 0;
-          continue;
+        } else if (!ch->q_head) {
+          tmk__cond_wait_ms(&ch->cv, &ch->mu, 50);
         }
-        const char* why;
-        b = spill_read(path, &why);
-        if (!b) {
-          struct stat sb;
-          uint64_t sz = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-          char bad[1200];
-          snprintf(bad, sizeof bad, "%s.bad", path);
-          rename(path, bad);
-          set_error(ch, "spill file %s %s; renamed to .bad", path,
-                    why[0] ? why : "cannot be read");
-          pthread_mutex_lock(&ch->mu);
-          tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s", ch->st.last_error);
-          ch->disk_batches--;
-          ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
-          continue;
-        }
+        if (!ch->q_head) continue;
       }
-      if (b) ok = send_batch(ch, b, err, sizeof err) == 0;
     }
-    pthread_mutex_lock(&ch->mu);
-    ch->sending = 0;
-    if (ok) {
-      if (b) {
-        ch->st.batches_sent++;
-        if (from_disk) {
-          struct stat sb;
-          uint64_t sz = stat(b->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-          unlink(b->path);
-          ch->disk_batches--;
-          ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
-        }
-        recycle_locked(ch, b);
+    if (!from_disk) {
+      b = ch->q_head;
+      ch->q_head = b->next;
+      if (!ch->q_head) ch->q_tail = NULL;
+      ch->q_bytes -= b->bytes;
+      ch->q_batches--;
+      ch->sending++; /* still pending for GET /api/relay until sent or spilled */
+    }
+    pthread_mutex_unlock(&ch->mu);
+    if (from_disk) {
+      const char* why;
+      b = spill_read(path, &why);
+      if (!b) {
+        struct stat sb;
+        uint64_t sz = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        char bad[1200];
+        snprintf(bad, sizeof bad, "%s.bad", path);
+        rename(path, bad);
+        set_error(ch, "spill file %s %s; renamed to .bad", path,
+                  why[0] ? why : "cannot be read");
+        pthread_mutex_lock(&ch->mu);
+        tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s", ch->st.last_error);
+        spill_unclaim_locked(ch, slot);
+        ch->disk_batches--;
+        ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
+        continue;
       }
+    }
+    int ok = send_batch(ch, b, err, sizeof err) == 0;
+    pthread_mutex_lock(&ch->mu);
+    if (!from_disk) ch->sending--;
+    if (ok) {
+      ch->st.batches_sent++;
+      if (from_disk) {
+        struct stat sb;
+        uint64_t sz = stat(b->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        unlink(b->path);
+        spill_unclaim_locked(ch, slot);
+        ch->disk_batches--;
+        ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
+      }
+      recycle_locked(ch, b);
       ch->st.up = 1;
-      if (was_up != 1)
+      if (ch->was_up != 1)
         tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: connected to %s:%s", ch->ep.host,
                        ch->ep.port);
-      was_up = 1;
-      backoff = 0;
+      ch->was_up = 1;
+      ch->backoff = 0;
+      ch->retry_ms = 0;
     } else {
-      snprintf(ch->st.last_error, sizeof ch->st.last_error, "%s", err);
-      ch->st.errors++;
-      ch->st.up = 0;
-      if (was_up != 0)
-        tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s; spilling to %s and retrying", err,
-                       ch->spill_dir);
-      was_up = 0;
-      if (b && !from_disk) {
+      went_down_locked(ch, err);
+      if (!from_disk) {
         /* Tables already accepted are not in the spill file (send_batch marked them done). */
         spill_or_drop_locked(ch, b, 1);
-      } else if (b) {
+      } else {
         /* Keep the file; tables accepted before the failure will be resent and collapse. */
+        spill_unclaim_locked(ch, slot);
         batch_free(b);
       }
-      backoff = backoff ? (backoff * 2 > 5000 ? 5000 : backoff * 2) : 250;
     }
   }
   /* Whatever is still in memory goes to disk for the next run. */
@@ -749,6 +804,7 @@ static void* sink_main(void* arg) {
     spill_or_drop_locked(ch, b, 1);
   }
   ch->q_tail = NULL;
+  pthread_cond_broadcast(&ch->cv); /* the others may be waiting for a queue this one emptied */
   pthread_mutex_unlock(&ch->mu);
   return NULL;
 }
@@ -1067,7 +1123,7 @@ void tmk__ch_shutdown(tmk__ch* ch, tmk_relay* r, uint32_t drain_ms) {
   pthread_mutex_lock(&ch->mu);
   ch->stop = 1;
   ch->drain_deadline_ms = tmk__now_ms() + drain_ms;
-  pthread_cond_signal(&ch->cv);
+  pthread_cond_broadcast(&ch->cv);
   pthread_mutex_unlock(&ch->mu);
 }
 
@@ -1105,6 +1161,8 @@ tmk__ch* tmk__ch_new(const tmk__ch_desc* d, char* err, size_t ecap) {
   ch->queue_max = d->queue_max ? d->queue_max : (128ull << 20);
   ch->batch_bytes = d->batch_bytes ? d->batch_bytes : (16u << 20);
   ch->batch_ms = d->batch_ms ? d->batch_ms : 500;
+  ch->senders = d->senders ? d->senders : TMK__CH_SENDERS_DEFAULT;
+  if (ch->senders > TMK__CH_SENDERS_MAX) ch->senders = TMK__CH_SENDERS_MAX;
   ch->ep.timeout_ms = d->timeout_ms ? d->timeout_ms : 10000;
   if (d->relay_name) snprintf(ch->relay_name, sizeof ch->relay_name, "%s", d->relay_name);
   else if (gethostname(ch->relay_name, sizeof ch->relay_name) != 0)
@@ -1122,28 +1180,31 @@ tmk__ch* tmk__ch_new(const tmk__ch_desc* d, char* err, size_t ecap) {
   if (ch->disk_batches)
     tmk_relay__log(ch->log, TMK_LOG_INFO, "clickhouse: %llu spilled batches from an earlier run will be sent",
              (unsigned long long)ch->disk_batches);
-  if (pthread_create(&ch->thread, NULL, sink_main, ch) != 0) {
-    snprintf(err, ecap, "cannot start the ClickHouse sink thread");
-    pthread_mutex_destroy(&ch->mu);
-    pthread_cond_destroy(&ch->cv);
-    free(ch);
-    return NULL;
+  ch->was_up = -1;
+  for (uint32_t i = 0; i < ch->senders; i++) {
+    ch->sd[i].ch = ch;
+    ch->sd[i].slot = (int)i;
+    if (pthread_create(&ch->thread[i], NULL, sink_main, &ch->sd[i]) != 0) {
+      snprintf(err, ecap, "cannot start the ClickHouse sink's threads");
+      tmk__ch_free(ch);
+      return NULL;
+    }
+    ch->threads_started++;
   }
-  ch->thread_started = 1;
   return ch;
 }
 
 void tmk__ch_free(tmk__ch* ch) {
   if (!ch) return;
-  if (ch->thread_started) {
+  if (ch->threads_started) {
     pthread_mutex_lock(&ch->mu);
     if (!ch->stop) {
       ch->stop = 1;
       ch->drain_deadline_ms = tmk__now_ms();
     }
-    pthread_cond_signal(&ch->cv);
+    pthread_cond_broadcast(&ch->cv);
     pthread_mutex_unlock(&ch->mu);
-    pthread_join(ch->thread, NULL);
+    for (uint32_t i = 0; i < ch->threads_started; i++) pthread_join(ch->thread[i], NULL);
   }
   batch_free(ch->stage);
   while (ch->pool) {

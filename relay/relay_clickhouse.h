@@ -10,6 +10,9 @@
 
 #include "relay_core.h"
 
+#define TMK__CH_SENDERS_DEFAULT 2
+#define TMK__CH_SENDERS_MAX 8
+
 typedef struct tmk__ch tmk__ch;           /* the sink: owned by the relay object */
 typedef struct tmk__ch_sess tmk__ch_sess; /* per-session sink state: owned by the session */
 struct tmk_relay;
@@ -24,6 +27,8 @@ typedef struct tmk__ch_desc {
   uint32_t batch_bytes;   /* a table of a batch is sealed at this size; 0 = 16 MiB */
   uint32_t batch_ms;      /* ... or this long after its first row; 0 = 500 */
   uint32_t timeout_ms;    /* per HTTP request to ClickHouse; 0 = 10000 */
+  uint32_t senders;       /* threads sending batches at once; 0 = TMK__CH_SENDERS_DEFAULT, at most
+                             TMK__CH_SENDERS_MAX */
   const char* relay_name; /* written into sessions.relay; 0 = host name */
   tmk__logger* log;       /* the relay's log (thread-safe) */
 } tmk__ch_desc;

@@ -44,6 +44,7 @@ typedef struct tmk_relay_config {
   char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
   uint64_t clickhouse_spill_max;  /* bytes; 0 = 1 GiB */
   uint64_t clickhouse_memory_max; /* bytes; 0 = 128 MiB */
+  uint32_t clickhouse_senders;    /* 0 = 2 */
   tmk_relay_key keys[TMK_RELAY_MAX_KEYS]; /* authenticated ingest (relay_auth.c) */
   uint32_t nkeys;
 } tmk_relay_config;

@@ -47,6 +47,8 @@ static int config_from_desc(const tmk_relay_desc* d, tmk_relay_config* c) {
   }
   c->clickhouse_spill_max = d->clickhouse.spill_max;
   c->clickhouse_memory_max = d->clickhouse.memory_max;
+  if (d->clickhouse.senders > TMK__CH_SENDERS_MAX) return TMK_EINVAL;
+  c->clickhouse_senders = d->clickhouse.senders;
   for (int i = 0; i < TMK_RELAY_MAX_HOOKS; i++) {
     c->hook_fn[i] = d->http_hooks[i].fn;
     c->hook_ud[i] = d->http_hooks[i].ud;
@@ -245,6 +247,7 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
     cd.spill_dir = cfg.clickhouse_spill_dir;
     cd.spill_max = cfg.clickhouse_spill_max;
     cd.queue_max = cfg.clickhouse_memory_max;
+    cd.senders = cfg.clickhouse_senders;
     cd.log = &r->log;
     r->ch = tmk__ch_new(&cd, err, sizeof err);
     if (!r->ch) {

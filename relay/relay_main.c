@@ -37,6 +37,7 @@ typedef struct cli_opts {
   char clickhouse_spill_dir[260]; /* "" = DATA_DIR/clickhouse-spill */
   uint64_t clickhouse_spill_max;
   uint64_t clickhouse_memory_max;
+  uint32_t clickhouse_senders;
   tmk_relay_key keys[TMK_RELAY_MAX_KEYS]; /* --key files, parsed */
   uint32_t nkeys;
   uint32_t ws_idle_s; /* --ws-idle */
@@ -98,6 +99,7 @@ static void usage(FILE* out) {
           "                           staging memory kept for reuse is bounded by it too\n"
           "  --clickhouse-spill-dir DIR  where they wait (default DATA_DIR/clickhouse-spill);\n"
           "                           sent when ClickHouse is back, also after a restart\n"
+          "  --clickhouse-senders N   batches sent to ClickHouse at once, 1..8 (default 2)\n"
           "  --key FILE               authenticated ingest: lines 'PROGRAM KEY' (* for any\n"
           "                           program, KEY 32 hex digits); those programs' packets\n"
           "                           must carry its MAC, others are dropped and counted\n"
@@ -215,7 +217,7 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
                                              "--log-level",      "--token",
                                              "--team",           "--serial",
                                              "--clickhouse", "--clickhouse-spill", "--clickhouse-memory",
-                                             "--clickhouse-spill-dir", "--key",
+                                             "--clickhouse-spill-dir", "--clickhouse-senders", "--key",
                                              "--ws-idle"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
@@ -248,6 +250,15 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
       if (parse_size(v, &sz) || sz < ((size_t)1 << 20))
         return bad_flag("%s '%s': expected a size of at least 1M, e.g. 64M or 1G", a, v);
       *(spill ? &cfg->clickhouse_spill_max : &cfg->clickhouse_memory_max) = sz;
+      continue;
+    }
+    if (strcmp(a, "--clickhouse-senders") == 0) {
+      char* end;
+      errno = 0;
+      unsigned long n = strtoul(v, &end, 10);
+      if (errno || end == v || *end || n < 1 || n > 8 || v[0] == '-')
+        return bad_flag("--clickhouse-senders '%s': expected a number from 1 to 8%s", v, "");
+      cfg->clickhouse_senders = (uint32_t)n;
       continue;
     }
     if (strcmp(a, "--clickhouse-spill-dir") == 0) {
@@ -404,6 +415,7 @@ int main(int argc, char** argv) {
   desc.clickhouse.spill_dir = cfg.clickhouse_spill_dir[0] ? cfg.clickhouse_spill_dir : NULL;
   desc.clickhouse.spill_max = cfg.clickhouse_spill_max;
   desc.clickhouse.memory_max = cfg.clickhouse_memory_max;
+  desc.clickhouse.senders = cfg.clickhouse_senders;
   desc.keys = cfg.keys;
   desc.nkeys = cfg.nkeys;
 

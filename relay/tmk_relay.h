@@ -294,6 +294,8 @@ typedef struct tmk_relay_desc {
     uint64_t spill_max;      /* bytes on disk at most; 0 = 1 GiB */
     uint64_t memory_max;     /* bytes of batches waiting in memory at most, and of sent
                                 batches' staging memory kept for reuse at most; 0 = 128 MiB */
+    uint32_t senders;        /* batches sent at once, each on its own connection; 0 = 2,
+                                1..8 */
   } clickhouse;
   struct {
     tmk_relay_http_hook fn;  /* NULL = unused slot */

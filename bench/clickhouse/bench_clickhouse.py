@@ -15,7 +15,7 @@ clickhouse-server (Debian's, started here in a temporary directory on free ports
 Relay CPU is the sum over its threads of /proc/PID/task/*/schedstat (ns), read once ClickHouse
 holds every zone. Figures are measured in this one run on this machine; docs/SCALE.md says what
 they mean.
-Usage: tmk-bench-clickhouse [--packets-per-target N] [--targets N] [--keep DIR]"""
+Usage: tmk-bench-clickhouse [--packets-per-target N] [--targets N] [--senders N] [--keep DIR]"""
 import argparse
 import os
 import shutil
@@ -34,6 +34,7 @@ BIN = os.path.join(os.environ.get("TMK_BUILD_DIR", os.path.join(HERE, "..", ".."
 ZONES_PER_PACKET = 40   # per thread
 THREADS = 4
 PROCS = []  # relays started, killed at the end whatever happened
+SENDERS = []  # --senders N: the relays' --clickhouse-senders (default: the relay's own)
 
 
 def minor_faults(pid):
@@ -62,7 +63,7 @@ class Relay(RelayProcess):
     def __init__(self, tmp, name, ch_url=None):
         super().__init__(os.path.join(BIN, "telemark-relay"), os.path.join(tmp, name + ".log"),
                          os.path.join(tmp, name), "--session-memory", "1G",
-                         *(["--clickhouse", ch_url] if ch_url else []))
+                         *(["--clickhouse", ch_url] + SENDERS if ch_url else []))
         PROCS.append(self.proc)
 
     def zones(self):
@@ -137,7 +138,10 @@ def main():
     ap.add_argument("--packets-per-target", type=int, default=5000)
     ap.add_argument("--targets", type=int, default=4)
     ap.add_argument("--keep", help="keep the temporary directory here")
+    ap.add_argument("--senders", type=int, help="the relays' --clickhouse-senders")
     a = ap.parse_args()
+    if a.senders is not None:
+        SENDERS[:] = ["--clickhouse-senders", str(a.senders)]
     if not os.path.exists(chserver.SERVER):
         print("tmk-bench-clickhouse: clickhouse-server is not installed (scripts/deps.sh)")
         return 1

@@ -4,7 +4,8 @@ test in a temporary directory on free ports (chserver.py). Cases:
   counts     relay + demo targets (two builds): rows in ClickHouse equal the relay's own counts,
              and each zone row equals the relay's own zone field by field
   ch_kill    ClickHouse killed mid-stream, started again: exact counts, no duplicates
-  relay_kill relay killed (SIGKILL) with spilled batches, started again: they are sent
+  relay_kill relay killed (SIGKILL) with spilled batches, started again: they are sent (by four
+             senders, each claiming its own file), each once
   history    the relay's history queries (/api/history/*) on that data
   timers     zones of a 24 MHz timer (converted by the relay), of a session without HELLO (ticks
              as ns) and of a ns timer (expanded by ClickHouse from zone_runs) all equal the
@@ -15,7 +16,7 @@ test in a temporary directory on free ports (chserver.py). Cases:
   upgrade    a database and a spill directory left by an earlier relay: its tables get the
              zone_runs view and keep working, a TMKCH001 spill file is sent, a file of an unknown
              format is renamed .bad with a logged error
-Usage: clickhouse_test.py CASE --bin DIR --tmp DIR"""
+Usage: clickhouse_test.py CASE --bin DIR --tmp DIR [--relay telemark-relay-asan]"""
 import argparse
 import os
 import shutil
@@ -30,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chserver  # noqa: E402
 
 BIN = TMP = None
+RELAY_BIN = "telemark-relay"  # --relay: telemark-relay-asan for the sanitizer runs
 RELAYS = []  # every relay started, killed at the end whatever happened
 TABLES = ["sessions", "sites", "threads", "zones", "frames", "plots", "messages"]
 
@@ -40,7 +42,7 @@ from relayproc import RelayProcess, eq, fail, wait_for  # noqa: E402
 
 class Relay(RelayProcess):
     def __init__(self, ch_url, data, *extra, name="relay"):
-        super().__init__(os.path.join(BIN, "telemark-relay"),
+        super().__init__(os.path.join(BIN, RELAY_BIN),
                          os.path.join(TMP, f"{name}-{time.time_ns()}.log"), data,
                          "--clickhouse", ch_url, *extra)
         RELAYS.append(self.proc)
@@ -216,13 +218,18 @@ def case_relay_kill():
         relay.kill()  # SIGKILL: only the spill directory survives
         files = os.listdir(os.path.join(data, "clickhouse-spill"))
         eq(len([f for f in files if f.endswith(".tmkch")]), s["batches_spilled"], "spill files")
+        if s["batches_spilled"] < 2:
+            fail(f"only {s['batches_spilled']} spill file(s): the senders need several to share")
         ch.start()
-        relay2 = Relay(ch.url(), data, name="relay2")
+        # four senders claim the files one each, oldest first; none may be sent twice or lost
+        relay2 = Relay(ch.url(), data, "--clickhouse-senders", "4", name="relay2")
         if "spilled batches from an earlier run" not in relay2.log():
             fail("the restarted relay did not announce the spilled batches")
         wait_for(lambda: drained(relay2), 30, "spilled batches sent by the restarted relay")
         eq([f for f in os.listdir(os.path.join(data, "clickhouse-spill")) if f.endswith(".tmkch")],
            [], "spill directory after sending")
+        eq(relay2.sink()["errors"], 0, "errors sending the spilled batches")
+        eq(relay2.sink()["batches_sent"], s["batches_spilled"], "batches sent by the restarted relay")
         relay2.stop()
         check_exact(ch, want, "relay killed with spilled batches")
     finally:
@@ -469,13 +476,15 @@ CASES = {"counts": case_counts, "keep": case_keep, "ch_kill": case_ch_kill, "rel
 
 
 def main():
-    global BIN, TMP
+    global BIN, TMP, RELAY_BIN
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=sorted(CASES))
     ap.add_argument("--bin", required=True)
     ap.add_argument("--tmp", required=True)
+    ap.add_argument("--relay", default="telemark-relay")
     a = ap.parse_args()
     BIN = a.bin
+    RELAY_BIN = a.relay
     TMP = os.path.abspath(a.tmp)
     if not os.path.exists(chserver.SERVER):
         print("SKIP: clickhouse-server is not installed (scripts/deps.sh)")
