@@ -18,7 +18,8 @@ import time
 BIN = TMP = QEMU = PPC_SYNTH = DEMO = SENDTEST = BIG_ENDIAN = None
 RELAY = "telemark-relay"  # or telemark-relay-asan (ASan + UBSan build)
 FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--session-memory",
-         "--reorder-window", "--log-level", "--clickhouse-spill", "--clickhouse-memory"]
+         "--reorder-window", "--log-level", "--clickhouse-spill", "--clickhouse-memory",
+         "--clickhouse-senders"]
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -153,6 +154,9 @@ def case_cli():
                      [["--reorder-window", "5parsecs"], "--reorder-window"], [["--log-level", "loud"], "--log-level"],
                      [["--clickhouse-spill", "12"], "--clickhouse-spill"],
                      [["--clickhouse-memory", "lots"], "--clickhouse-memory"],
+                     [["--clickhouse-senders", "0"], "--clickhouse-senders"],
+                     [["--clickhouse-senders", "9"], "--clickhouse-senders"],
+                     [["--clickhouse-senders", "2x"], "--clickhouse-senders"],
                      [["--listen"], "needs a value"]):
         p = subprocess.run([exe, *bad], capture_output=True, text=True, timeout=10)
         eq(p.returncode, 2, f"exit code for {bad}")
