@@ -15,10 +15,20 @@ const char* const demo_team_names[5] = {"engine", "render", "physics", "ai", "au
 
 #define FRAME_NS 16666667ull
 
+/* Flags and results shared between the game's threads: relaxed atomics (the joins order the
+ * rest), so that a thread sanitizer sees no race. */
+#if defined(__GNUC__) || defined(__clang__)
+#define DEMO_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define DEMO_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#else /* no atomics in C99: volatile, as good as it gets there */
+#define DEMO_LOAD(p) (*(volatile int*)(p))
+#define DEMO_STORE(p, v) (*(volatile int*)(p) = (int)(v))
+#endif
+
 typedef struct sim {
   double seconds;
-  volatile int* stop;
-  volatile int done;
+  volatile int* stop; /* set by the caller's signal handler (its own thread) */
+  int done;           /* set by the main thread, read by the others: DEMO_LOAD / DEMO_STORE */
   uint64_t t0;
   long frames;
 } sim;
@@ -48,16 +58,16 @@ static uint32_t rnd(uint32_t* s) {
   return *s = x;
 }
 
-static volatile uint32_t sink;
+static int sink; /* keeps the busy work from being optimised away */
 /* Busy work of about `units` x ~10 ns, with +-12% jitter. */
 static void work(uint32_t* seed, uint32_t units) {
   uint32_t n = units + (units >> 3) - (rnd(seed) % (units / 4 + 1)), i, acc = *seed;
   for (i = 0; i < n * 4; i++) acc = acc * 1664525u + 1013904223u;
-  sink = acc;
+  DEMO_STORE(&sink, (int)acc);
 }
 
 static int should_stop(sim* s) {
-  if (s->done || (s->stop && *s->stop)) return 1;
+  if (DEMO_LOAD(&s->done) || (s->stop && *s->stop)) return 1;
   if (s->seconds > 0 && (double)(mono_ns() - s->t0) / 1e9 >= s->seconds) return 1;
   return 0;
 }
@@ -69,7 +79,7 @@ static void* render_thread(void* arg) {
   uint32_t seed = 0x1234567u;
   uint64_t next = mono_ns();
   TMK_THREAD_NAME("render");
-  while (!s->done) {
+  while (!DEMO_LOAD(&s->done)) {
     int b;
     {
       TMK_ZONE_C("Render::frame", TMK_SEV_INFO, DEMO_TEAM_RENDER, 0x3366CC);
@@ -109,7 +119,7 @@ static void* physics_thread(void* arg) {
   uint32_t seed = 0x2345678u;
   uint64_t next = mono_ns();
   TMK_THREAD_NAME("physics");
-  while (!s->done) {
+  while (!DEMO_LOAD(&s->done)) {
     int step, isl;
     for (step = 0; step < 2; step++) { /* two substeps per frame */
       TMK_ZONE_C("Physics::step", TMK_SEV_INFO, DEMO_TEAM_PHYSICS, 0xCC6633);
@@ -142,7 +152,7 @@ static void* ai_thread(void* arg) {
   uint64_t next = mono_ns();
   long frame = 0;
   TMK_THREAD_NAME("ai");
-  while (!s->done) {
+  while (!DEMO_LOAD(&s->done)) {
     int a;
     TMK_ZONE("AI::update", TMK_SEV_INFO, DEMO_TEAM_AI);
     for (a = 0; a < 32; a++) {
@@ -170,7 +180,7 @@ static void* audio_thread(void* arg) {
   uint32_t seed = 0x456789Au;
   uint64_t next = mono_ns();
   TMK_THREAD_NAME("audio");
-  while (!s->done) {
+  while (!DEMO_LOAD(&s->done)) {
     int block, v;
     for (block = 0; block < 4; block++) { /* audio runs in 4 ms blocks */
       TMK_ZONE_C("Audio::mix", TMK_SEV_INFO, DEMO_TEAM_AUDIO, 0x33CC66);
@@ -251,7 +261,7 @@ long demo_run(double seconds, volatile int* stop) {
     next += FRAME_NS;
     sleep_until(next);
   }
-  s.done = 1;
+  DEMO_STORE(&s.done, 1);
   for (i = 0; i < 4; i++) pthread_join(th[i], NULL);
   return s.frames;
 }
