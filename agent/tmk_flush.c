@@ -328,7 +328,14 @@ static uint32_t site_id(tmk_site* s) {
  * ========================================================================================== */
 
 static int zone_before(const tmk_proto_zone* a, const tmk_proto_zone* b) {
+#if TMK_PROTO_TIME32
+  /* The low 32 bits, modulo 2^32: the order of zones less than 2^31 ticks apart (every two a
+   * packet can hold: tmk_proto.h), and any order is valid input to the encoder. */
+  uint32_t d = (uint32_t)a->start - (uint32_t)b->start;
+  if (d) return d >> 31;
+#else
   if (a->start != b->start) return a->start < b->start;
+#endif
   return a->depth < b->depth;
 }
 
