@@ -172,9 +172,14 @@ TMK__HOT uint64_t tmk__in_num(tmk__in* in, unsigned ctx) {
 
 /* Number stream output (§5.0): bits collect LSB first and are stored a byte at a time in front
  * of the bytes already stored, so the stream grows towards the record stream. */
+#if defined(__OPTIMIZE_SIZE__)
+typedef uint32_t tmk__nacc; /* -Os: fewer than 8 bits wait between calls (tmk__nout_bits) */
+#else
+typedef uint64_t tmk__nacc;
+#endif
 typedef struct tmk__nout {
   uint8_t* front;
-  uint64_t acc;
+  tmk__nacc acc;
   unsigned pend;
   uint32_t* state;
 } tmk__nout;

@@ -481,7 +481,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   open_site = w->open_site;
   p = w->buf + w->a_end;
   num.front = w->buf + w->b_start; /* free space is [p, num.front) */
-  num.acc = w->nacc;
+  num.acc = (tmk__nacc)w->nacc;
   num.pend = w->npend;
   num.state = w->nstate;
   had_base = w->has_base;
