@@ -45,12 +45,13 @@ typedef struct tmk__flusher {
   uint32_t batch_unsorted; /* a zone of the batch starts no later than the one before it (here,
                               in the padding before a 64-bit field: TMK_ARENA_MIN holds) */
 #endif
-  uint64_t ms, ms_ticks;      /* tmk__ms: the last result and the ticks it was taken at */
+  tmk__msec ms;               /* tmk__ms: the last result */
+  uint64_t ms_ticks;          /* and the ticks it was taken at */
   uint64_t seq;
   uint64_t packets_sent;
   uint64_t zones_sent;
   uint64_t zones_unsent;
-  uint64_t last_meta_ms;
+  tmk__msec last_meta_ms;
   uint64_t clk_ext; /* 64-bit view of a wrapping override clock (publishes tmk__g.clk_e) */
   uint64_t drops[TMK_DROP_REASON_COUNT];
   uint64_t drops_sent[TMK_DROP_REASON_COUNT];
@@ -108,9 +109,10 @@ static void ms_start(tmk__flusher* g) {
   g->ms_rem = 0;
 }
 
-uint64_t tmk__ms(void) {
+tmk__msec tmk__ms(void) {
   tmk__flusher* g = F;
-  uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks, ms = g->ms;
+  uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks;
+  tmk__msec ms = g->ms;
   uint32_t steps = 0;
   if (delta >> 63) return g->ms; /* a clock that stepped back: wait for it */
   g->ms_ticks = t;
@@ -123,7 +125,7 @@ uint64_t tmk__ms(void) {
     uint32_t div = g->ms_div, sum = g->ms_rem + (delta >> 31 ? 0x80000000u : (uint32_t)delta);
     if (div == 0) { /* a clock slower than 1 kHz: whole ticks, scaled (ms_rem stays 0) */
       uint32_t f = (uint32_t)tmk__g.freq ? (uint32_t)tmk__g.freq : 1u;
-      ms += (uint64_t)sum * (1000u / f);
+      ms += (tmk__msec)((uint64_t)sum * (1000u / f));
     } else {
       ms += sum / div;
       g->ms_rem = sum % div;
@@ -800,7 +802,8 @@ void tmk__flush_close(void) {
 
 int tmk__flush_cycle(int full) {
   tmk__flusher* g = F;
-  uint64_t before = g->packets_sent, now;
+  uint64_t before = g->packets_sent;
+  tmk__msec now;
   uint32_t i;
   if (TMK_PORT_HAS_SOCKETS) { /* only sockets wait (a full socket, UDP pacing) */
     g->tr.send_wait_ms = SEND_WAIT_MS(&tmk__g); /* may wait only on the flusher thread */
