@@ -179,17 +179,9 @@ uint64_t tmk__now_ticks(void); /* -Os (a small board): one copy, in tmk_agent.c 
 static inline uint64_t tmk__now_ticks(void) { return tmk__now_ticks_inline(); }
 #endif
 
-/* Milliseconds of the flusher's timers. 32 bits on a port with neither threads nor sockets,
- * whose one timer (the 2 s metadata interval) is compared modulo 2^32: a wrap every 49.7 days
- * changes nothing there. 64 bits elsewhere (TCP retry times are absolute). */
-#if TMK_PORT_HAS_THREADS || TMK_PORT_HAS_SOCKETS
-typedef uint64_t tmk__msec;
-#else
-typedef uint32_t tmk__msec;
-#endif
 /* Returns milliseconds for the flusher's timers, from the agent's clock (tmk_flush.c). Call with
  * the flush lock held (or before the flusher runs): it converts incrementally. */
-tmk__msec tmk__ms(void);
+uint64_t tmk__ms(void);
 
 /* ---- The flush lock (a spin lock: the flusher thread, tmk_agent_pump and API calls) ------- */
 static inline int tmk__lock(int wait) {
