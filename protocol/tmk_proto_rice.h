@@ -207,7 +207,9 @@ static __attribute__((noinline, unused)) void tmk__nout_bits(tmk__nout* o, uint3
  * numbers it codes are below 2^32, else 64. */
 #if TMK_PROTO_TIME32
 typedef uint32_t tmk__nval;
-static inline unsigned tmk__nval_bitlen(uint32_t v) { return v ? 32u - (unsigned)__builtin_clz(v) : 0; }
+static inline unsigned tmk__nval_bitlen(uint32_t v) {
+  return v ? 32u - (unsigned)__builtin_clz(v) : 0;
+}
 #else
 typedef uint64_t tmk__nval;
 #define tmk__nval_bitlen tmk__bitlen
