@@ -42,7 +42,7 @@ extern "C" {
  * whose pointers are 32 bits wide (a small board), else off; -DTMK_PROTO_TIME32=0 or 1 decides.
  * protocol/ must then be built -Os (its loop is the size build's). docs/PORTING.md, "Size". */
 #ifndef TMK_PROTO_TIME32
-#if defined(__OPTIMIZE_SIZE__) && UINTPTR_MAX <= 0xFFFFFFFFu
+#if defined(__OPTIMIZE_SIZE__) && defined(__SIZEOF_POINTER__) && __SIZEOF_POINTER__ <= 4
 #define TMK_PROTO_TIME32 1
 #else
 #define TMK_PROTO_TIME32 0
