@@ -549,6 +549,9 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
       const tmk_proto_zone* c = &zones[i + 1];
 #if TMK__SIZE_BUILD
+      /* (TMK_PROTO_TIME32: c's window is checked on its turn. A c beyond it may seem inside z
+       * here; z is then an OPEN that the next turn closes at once, which codes z's start and
+       * duration as exactly as a LEAF.) */
       is_open = z->depth != 0xFFFFFFFFu && c->depth == z->depth + 1 &&
                 TMK__ZIN(TMK__ZS(z), zend, TMK__ZS(c), TMK__ZD(c), c);
 #else

@@ -1,8 +1,9 @@
 /* test_time32.c — the edges of TMK_PROTO_TIME32's window (tmk_proto.h): zones that start or end
  * just inside and just beyond TMK_PROTO_TIME32_REACH of their packet's base time, a gap longer
- * than 2^31 ticks, a zone too long for any packet, a base set by an event; times near multiples
- * of 2^32 throughout. Every zone a packet takes decodes exactly; none is lost without a code.
- * Built only against the TMK_PROTO_TIME32 protocol (proto-time32-t32). */
+ * than 2^31 ticks, a far zone whose low 32 bits look nested, a zone too long for any packet, a
+ * base set by an event; times near multiples of 2^32 throughout. Every zone a packet takes
+ * decodes exactly; none is lost without a code. Built only against the TMK_PROTO_TIME32
+ * protocol (proto-time32-t32). */
 #include <string.h>
 
 #include "proto_util.h"
@@ -117,6 +118,18 @@ static void test_long_gaps(void** state) {
   put_all(z, 6, 4);
 }
 
+/* A next zone 2^32 ticks on, one level deeper: its low 32 bits fall inside the zone before it,
+ * which must not make it that zone's child. Both arrive exact, in two packets. */
+static void test_far_zone_that_looks_inside(void** state) {
+  const uint64_t b = 0x7FFFFFF00ull;
+  tmk_proto_zone z[3];
+  (void)state;
+  z[0] = zone(1, 0, b, 100);
+  z[1] = zone(2, 1, b + 0x100000000ull + 10, 5); /* b + 10 modulo 2^32 */
+  z[2] = zone(3, 1, b + 0x100000000ull + 20, 5);
+  put_all(z, 3, 2);
+}
+
 /* A zone of the reach's length or more fits no packet: TMK_ERANGE, and the writer is as it was.
  * One tick shorter is taken. */
 static void test_too_long(void** state) {
@@ -179,7 +192,8 @@ static void test_tree_at_the_edge(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reach_forward),   cmocka_unit_test(test_reach_backward),
-      cmocka_unit_test(test_long_gaps),       cmocka_unit_test(test_too_long),
+      cmocka_unit_test(test_long_gaps),       cmocka_unit_test(test_far_zone_that_looks_inside),
+      cmocka_unit_test(test_too_long),
       cmocka_unit_test(test_base_from_an_event), cmocka_unit_test(test_tree_at_the_edge),
   };
   return cmocka_run_group_tests_name("proto-time32", tests, NULL, NULL);
