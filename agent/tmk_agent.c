@@ -57,7 +57,7 @@ static tmk__thread* attach_thread(void) {
     /* A thread id of its own, not the slot's: a later thread reusing this slot must not show up
      * in the relay as this thread renamed. */
     t->id = (tmk_port_add32(&tmk__g.thread_ids, 1u) - 1u) & 0x7FFFFFFFu; /* never NO_THREAD */
-    t->wake_mark = t->head + tmk__g.ring_words / 2u;
+    if (TMK_PORT_HAS_THREADS) t->wake_mark = t->head + tmk__g.ring_words / 2u;
     tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_ACTIVE);
     tmk_port_tls_set(TLS_VALUE(tag, i));
 #if TMK_PORT_HAS_THREADS
@@ -171,10 +171,11 @@ static void wake_flusher(tmk__thread* t) {
 #endif
 }
 
+/* (Without threads there is no flusher thread to wake: the game pumps.) */
 static inline void ring_commit(tmk__thread* t, uint32_t words) {
   uint32_t head = t->head + words;
   tmk_port_store32_release(&t->head, head);
-  if (TMK__UNLIKELY((int32_t)(head - t->wake_mark) >= 0)) wake_flusher(t);
+  if (TMK_PORT_HAS_THREADS && TMK__UNLIKELY((int32_t)(head - t->wake_mark) >= 0)) wake_flusher(t);
 }
 
 static inline uint64_t entry_header(uint32_t type, uint32_t aux, uint32_t bytes, uint32_t depth) {

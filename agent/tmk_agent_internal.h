@@ -180,7 +180,8 @@ static inline uint64_t tmk__now_ticks(void) { return tmk__now_ticks_inline(); }
 #endif
 
 /* Returns milliseconds for the flusher's timers, from the agent's clock (tmk_flush.c). Call with
- * the flush lock held (or before the flusher runs): it converts incrementally. */
+ * the flush lock held (or before the flusher runs): it converts incrementally. Only on a port
+ * with threads or sockets: without both the one timer counts ticks (tmk_flush.c, MS_TIMERS). */
 uint64_t tmk__ms(void);
 
 /* ---- The flush lock (a spin lock: the flusher thread, tmk_agent_pump and API calls) ------- */

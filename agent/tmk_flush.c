@@ -9,6 +9,9 @@
 #include "tmk_agent_internal.h"
 
 #define META_INTERVAL_MS 2000u
+/* A port with neither threads nor sockets has one timer, the metadata interval, and keeps it in
+ * ticks: no tick-to-millisecond conversion (tmk__ms) in such an image. */
+#define MS_TIMERS (TMK_PORT_HAS_THREADS || TMK_PORT_HAS_SOCKETS)
 #define HELLO_INTERVAL_MS 2000u
 /* desc.on_demand over UDP: HELLO this often while welcomed, and a relay that has not answered
  * one for ON_DEMAND_GONE_MS is gone (recording stops). */
@@ -50,7 +53,7 @@ typedef struct tmk__flusher {
   uint64_t packets_sent;
   uint64_t zones_sent;
   uint64_t zones_unsent;
-  uint64_t last_meta_ms;
+  uint64_t last_meta; /* when metadata last went out: in ms, in ticks without MS_TIMERS */
   uint64_t clk_ext; /* 64-bit view of a wrapping override clock (publishes tmk__g.clk_e) */
   uint64_t drops[TMK_DROP_REASON_COUNT];
   uint64_t drops_sent[TMK_DROP_REASON_COUNT];
@@ -108,6 +111,7 @@ static void ms_start(tmk__flusher* g) {
   g->ms_rem = 0;
 }
 
+/* (Without MS_TIMERS only code that never runs there calls it, and ms_start does not run.) */
 uint64_t tmk__ms(void) {
   tmk__flusher* g = F;
   uint64_t t = tmk__now_ticks(), delta = t - g->ms_ticks, ms = g->ms;
@@ -328,7 +332,14 @@ static uint32_t site_id(tmk_site* s) {
  * ========================================================================================== */
 
 static int zone_before(const tmk_proto_zone* a, const tmk_proto_zone* b) {
+#if TMK_PROTO_TIME32
+  /* The low 32 bits, modulo 2^32: the order of zones less than 2^31 ticks apart (every two a
+   * packet can hold: tmk_proto.h), and any order is valid input to the encoder. */
+  uint32_t d = (uint32_t)a->start - (uint32_t)b->start;
+  if (d) return d >> 31;
+#else
   if (a->start != b->start) return a->start < b->start;
+#endif
   return a->depth < b->depth;
 }
 
@@ -736,7 +747,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
                         c->max_packet - TMK_PROTO_MAX_HEADER - (c->key ? TMK_PROTO_MAC_LEN : 0u));
   g->force_meta = 1;
   update_clock_extension(); /* from clk_ext 0: seeds the extension with the first reading */
-  ms_start(g);
+  if (MS_TIMERS) ms_start(g);
   /* the flusher thread does not run yet: tmk__flush_cycle raises the send wait once it does */
   rc = tmk__transport_open(&g->tr, d, g->host, g->c.rx, g->c.rx_cap,
                            TMK_PORT_HAS_SOCKETS ? SEND_WAIT_MS(&tmk__g) : 0u);
@@ -801,7 +812,11 @@ int tmk__flush_cycle(int full) {
   }
   update_clock_extension();
   talk_to_relay(); /* may (re)connect and send a HELLO: read the time after it */
+#if MS_TIMERS
   now = tmk__ms();
+#else
+  now = tmk__now_ticks(); /* the metadata interval in ticks; a clock that steps back waits */
+#endif
   if (g->welcomed && tmk__g.desc.on_demand && is_socket(g) &&
       (!tmk__transport_ready(&g->tr) ||
        (g->tr.kind == TMK_TRANSPORT_UDP && now - g->last_welcome_ms > ON_DEMAND_GONE_MS)))
@@ -810,9 +825,11 @@ int tmk__flush_cycle(int full) {
       now - g->last_hello_ms >= (g->welcomed ? ON_DEMAND_HELLO_MS : HELLO_INTERVAL_MS) &&
       (!g->welcomed || (tmk__g.desc.on_demand && g->tr.kind == TMK_TRANSPORT_UDP)))
     tmk__send_hello();
-  if (g->force_meta || now - g->last_meta_ms >= META_INTERVAL_MS) {
+  if (g->force_meta || (MS_TIMERS ? now - g->last_meta >= META_INTERVAL_MS
+                                   : (int64_t)(now - g->last_meta) >=
+                                         (int64_t)(tmk__g.freq * (META_INTERVAL_MS / 1000u)))) {
     g->force_meta = 0;
-    g->last_meta_ms = now;
+    g->last_meta = now;
     emit_meta();
   }
   for (i = 0; i < TMK__NTHREADS; i++) {

@@ -69,6 +69,13 @@ extern "C" {
 #define TMK_PORT_ONE_THREAD 0
 #endif
 
+/* ==== Zone times on a 32-bit board ============================================================
+ * Nothing to implement: protocol/ built -Os for a target whose pointers are 32 bits wide encodes
+ * zones with 32-bit arithmetic (TMK_PROTO_TIME32, tmk_proto.h; -DTMK_PROTO_TIME32=0 turns it off).
+ * What it asks of the clock a board's game passes (desc.clock, at desc.clock.frequency): a zone
+ * lasts less than TMK_PROTO_TIME32_REACH (2^30) ticks; a longer one is counted as
+ * TMK_DROP_TOO_BIG instead of being sent. docs/PORTING.md, "Size (bare metal)". */
+
 /* ==== Fast ticks ==============================================================================
  * tmk_port_fast_ticks() is read on the hot path when the game gives no desc.clock. A port may
  * define it in tmk_port_impl.h as a cheap counter (rdtsc, a timebase register), with

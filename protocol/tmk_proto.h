@@ -33,6 +33,26 @@ extern "C" {
 #define TMK_PROTO_MAC_LEN 8           /* SipHash-2-4 tag at the end of a keyed packet (§2.1) */
 #define TMK_PROTO_KEY_LEN 16          /* SipHash-2-4 key */
 
+/* TMK_PROTO_TIME32: tmk_proto_put_zones works out gaps, durations and its cursor in 32 bits, for
+ * a 32-bit core where every 64-bit operation takes two or more instructions. The bytes are those
+ * of the 64-bit encoder, for the zones it takes: every zone of a packet must start and end within
+ * 2^30 ticks of the packet's base time (TMK_PROTO_TIME32_REACH). A zone beyond that ends the
+ * packet's zones (as a full packet does: the next packet has a base of its own); a zone longer
+ * than the reach fits no packet and is refused with TMK_ERANGE. Default: on at -Os on a target
+ * whose pointers are 32 bits wide (a small board), else off; -DTMK_PROTO_TIME32=0 or 1 decides.
+ * protocol/ must then be built -Os (its loop is the size build's). docs/PORTING.md, "Size". */
+#ifndef TMK_PROTO_TIME32
+#if defined(__OPTIMIZE_SIZE__) && defined(__SIZEOF_POINTER__) && __SIZEOF_POINTER__ <= 4
+#define TMK_PROTO_TIME32 1
+#else
+#define TMK_PROTO_TIME32 0
+#endif
+#endif
+#if TMK_PROTO_TIME32 != 0 && TMK_PROTO_TIME32 != 1
+#error "TMK_PROTO_TIME32 must be 0 or 1"
+#endif
+#define TMK_PROTO_TIME32_REACH (1ull << 30) /* ticks a zone may lie from its packet's base */
+
 /* Packet types (header byte 5, §2). */
 enum {
   TMK_PKT_DATA = 1,    /* agent -> relay: records */
@@ -363,7 +383,10 @@ int tmk_proto_put_thread(tmk_proto_writer* w, uint32_t thread);
 int tmk_proto_put_site(tmk_proto_writer* w, const tmk_proto_site* site);
 /* Writes zones of the current thread. Best packed when sorted by start, then depth (the order
  * a depth-first walk visits them), but any order is valid. Returns how many zones of `zones`
- * were written (0..n; less than n when the packet is full) or a negative TMK_E* code. */
+ * were written (0..n; less than n when the packet is full) or a negative TMK_E* code. With
+ * TMK_PROTO_TIME32 a zone further than TMK_PROTO_TIME32_REACH from the packet's base time also
+ * ends the packet's zones, and one that no packet can take (it would be the packet's first
+ * timed record, and it is longer than the reach) is TMK_ERANGE. */
 int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t n);
 int tmk_proto_put_marker(tmk_proto_writer* w, int is_end, uint32_t site, uint64_t time,
                          const void* payload, size_t payload_len);

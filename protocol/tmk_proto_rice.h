@@ -172,9 +172,14 @@ TMK__HOT uint64_t tmk__in_num(tmk__in* in, unsigned ctx) {
 
 /* Number stream output (§5.0): bits collect LSB first and are stored a byte at a time in front
  * of the bytes already stored, so the stream grows towards the record stream. */
+#if defined(__OPTIMIZE_SIZE__)
+typedef uint32_t tmk__nacc; /* -Os: fewer than 8 bits wait between calls (tmk__nout_bits) */
+#else
+typedef uint64_t tmk__nacc;
+#endif
 typedef struct tmk__nout {
   uint8_t* front;
-  uint64_t acc;
+  tmk__nacc acc;
   unsigned pend;
   uint32_t* state;
 } tmk__nout;
@@ -198,8 +203,20 @@ static __attribute__((noinline, unused)) void tmk__nout_bits(tmk__nout* o, uint3
   o->front = front;
 }
 
+/* A number of the zone encoder: 32 bits wide with TMK_PROTO_TIME32 (tmk_proto.h), where the
+ * numbers it codes are below 2^32, else 64. */
+#if TMK_PROTO_TIME32
+typedef uint32_t tmk__nval;
+static inline unsigned tmk__nval_bitlen(uint32_t v) {
+  return v ? 32u - (unsigned)__builtin_clz(v) : 0;
+}
+#else
+typedef uint64_t tmk__nval;
+#define tmk__nval_bitlen tmk__bitlen
+#endif
+
 /* Appends the n low bits of v. */
-static void tmk__nout_low(tmk__nout* o, uint64_t v, unsigned n) {
+static void tmk__nout_low(tmk__nout* o, tmk__nval v, unsigned n) {
   while (n) {
     unsigned m = n < 16 ? n : 16;
     tmk__nout_bits(o, (uint32_t)v & ((1u << m) - 1u), m);
@@ -210,11 +227,15 @@ static void tmk__nout_low(tmk__nout* o, uint64_t v, unsigned n) {
 
 /* v's bit length is worked out once, for the escape and the state update alike. */
 static __attribute__((noinline, unused)) void tmk__nout_num(tmk__nout* o, unsigned ctx,
-                                                            uint64_t v) {
+                                                            tmk__nval v) {
   uint32_t* s = &o->state[ctx];
-  unsigned k = tmk__rice_k(*s); /* <= 63 */
-  unsigned len = tmk__bitlen(v);
+  unsigned k = tmk__rice_k(*s); /* <= 63; <= 32 with 32-bit numbers (bit lengths <= 32) */
+  unsigned len = tmk__nval_bitlen(v);
+#if TMK_PROTO_TIME32
+  uint32_t q = k < 32 ? v >> k : 0;
+#else
   uint64_t q = v >> k;
+#endif
   if (q < TMK__RICE_ESC) { /* q ones, a zero, then the low k bits */
     tmk__nout_bits(o, (1u << q) - 1u, (unsigned)q + 1u);
   } else { /* the escape, the bit length - 1, then the bits */

@@ -3,6 +3,10 @@
  * with header and optional LZ4, and encodes the control packets. No allocation, no OS calls. */
 #include "tmk_proto_rice.h"
 
+#if TMK_PROTO_TIME32 && !TMK__SIZE_BUILD
+#error "TMK_PROTO_TIME32 is a mode of the -Os build (tmk_proto.h)"
+#endif
+
 #define TMK__CLOSE_MAX 14u /* tag + the longest number code, rounded up to whole bytes */
 #define TMK__ZONE_MAX 56u  /* AT + tag + site + two longest number codes, and then some */
 #define TMK__HALF 0x8000000000000000ull
@@ -393,21 +397,66 @@ TMK__SMALL int tmk__inside(uint64_t cursor, uint64_t end, const tmk_proto_zone* 
   return gap < TMK__HALF && room < TMK__HALF && gap <= room && z->duration <= room - gap;
 }
 
-/* CLOSE's number: the parent's tail after its last child, predicted from its site (§5.3). */
-#if TMK__SIZE_BUILD
-static void
+/* A zone time in the -Os loop of tmk_proto_put_zones. With TMK_PROTO_TIME32 it is an offset
+ * from the start of the packet's window (its base time - TMK_PROTO_TIME32_REACH): every time of
+ * the packet's zones is then below 2^31, so differences fit 32 bits, a zone is inside another
+ * by plain compares, and the bytes are those the 64-bit arithmetic writes (tmk_proto.h). */
+#if TMK_PROTO_TIME32
+typedef uint32_t tmk__zt;
+/* [s, s + d] inside [c, e]: tmk__inside's verdict, for times below 2^31 */
+#define TMK__ZIN(c, e, s, d, z) ((c) <= (s) && (s) + (d) <= (e))
+#define TMK__ZBACK(s, c) ((s) < (c)) /* s before c: an AT (§5.3) */
+/* Non-zero when z is beyond the packet's window: when it starts or ends TMK_PROTO_TIME32_REACH
+ * ticks or more from the base time, or ends before it starts. */
+TMK__SMALL uint32_t tmk__zfar(const tmk_proto_writer* w, const tmk_proto_zone* z) {
+  uint64_t so = z->start - (w->base_time - TMK_PROTO_TIME32_REACH), d = z->duration;
+  uint32_t s32 = (uint32_t)so, d32 = (uint32_t)d;
+  return (uint32_t)(so >> 32) | (uint32_t)(d >> 32) | ((s32 | d32 | (s32 + d32)) >> 31);
+}
+#define TMK__ZS(z) ((uint32_t)(z)->start - lo) /* z's start and duration */
+#define TMK__ZD(z) ((uint32_t)(z)->duration)
+static inline uint32_t tmk__zz32(uint32_t v) { return (v << 1) ^ (0u - (v >> 31)); }
+#define TMK__ZZ tmk__zz32
 #else
-TMK__HOT void /* inlined, so that the number stream's state stays in registers */
+typedef uint64_t tmk__zt;
+#define TMK__ZIN(c, e, s, d, z) tmk__inside(c, e, z)
+#define TMK__ZBACK(s, c) ((int)(((s) - (c)) >> 63))
+#define TMK__ZS(z) ((z)->start)
+#define TMK__ZD(z) ((z)->duration)
+#define TMK__ZZ tmk__zz
 #endif
+
+#if TMK__SIZE_BUILD
+/* tmk__predict and tmk__pcode on zone times */
+static inline unsigned tmk__zpredict(tmk_proto_writer* w, unsigned table, uint32_t site,
+                                     tmk__zt* pred) {
+  uint64_t p;
+  unsigned ctx = tmk__predict(w->predict, table, site, &p);
+  *pred = (tmk__zt)p;
+  return ctx;
+}
+static inline tmk__zt tmk__zpcode(unsigned ctx, tmk__zt v, tmk__zt pred) {
+  return ctx == TMK__NUM_DUR || ctx == TMK__NUM_CLOSE ? TMK__ZZ(v - pred) : v;
+}
+
+/* CLOSE's number: the parent's tail after its last child, predicted from its site (§5.3). */
+static void tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, tmk__zt tail) {
+  tmk__zt pred;
+  unsigned ctx = tmk__zpredict(w, 1, site, &pred);
+  tmk__nout_num(num, ctx, tmk__zpcode(ctx, tail, pred));
+  tmk__learn(w->predict, 1, site, tail);
+}
+
+typedef char tmk__tags_check[TMK__TAG_OPEN == TMK__TAG_LEAF + 1 ? 1 : -1];
+#else
+/* CLOSE's number: the parent's tail after its last child, predicted from its site (§5.3). */
+TMK__HOT void /* inlined, so that the number stream's state stays in registers */
 tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, uint64_t tail) {
   uint64_t pred;
   unsigned ctx = tmk__predict(w->predict, 1, site, &pred);
   tmk__nout_num(num, ctx, tmk__pcode(ctx, tail, pred));
   tmk__learn(w->predict, 1, site, tail);
 }
-
-#if TMK__SIZE_BUILD
-typedef char tmk__tags_check[TMK__TAG_OPEN == TMK__TAG_LEAF + 1 ? 1 : -1];
 #endif
 
 int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t n) {
@@ -415,8 +464,12 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   uint32_t* open_site;
   uint32_t open_depth0 = 0; /* open zone k has depth open_depth0 + k: each is a direct child */
   unsigned nopen = 0;
-  uint64_t cursor;
+  tmk__zt cursor;
   uint32_t root_depth;
+#if TMK_PROTO_TIME32
+  uint32_t lo; /* where the packet's window starts (its base time - TMK_PROTO_TIME32_REACH),
+                  low 32 bits */
+#endif
   uint8_t* p;
   tmk__nout num;
   size_t i;
@@ -428,7 +481,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   open_site = w->open_site;
   p = w->buf + w->a_end;
   num.front = w->buf + w->b_start; /* free space is [p, num.front) */
-  num.acc = w->nacc;
+  num.acc = (tmk__nacc)w->nacc;
   num.pend = w->npend;
   num.state = w->nstate;
   had_base = w->has_base;
@@ -439,14 +492,25 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     w->has_base = 1;
     w->base_time = w->zone_cursor = w->event_cursor = zones[0].start;
   }
+#if TMK_PROTO_TIME32
+  lo = (uint32_t)w->base_time - (uint32_t)TMK_PROTO_TIME32_REACH;
+  cursor = (uint32_t)w->zone_cursor - lo; /* the base or a zone's time: in the window */
+#else
   cursor = w->zone_cursor;
+#endif
 
   /* At -Os one pass past the last zone (z NULL) closes what is still open; a speed build has
    * a loop of its own for that after this one. */
 #if TMK__SIZE_BUILD
   for (i = 0;; i++) {
     const tmk_proto_zone* z = i < n ? &zones[i] : NULL;
-    uint64_t zend;
+    tmk__zt zend;
+#if TMK_PROTO_TIME32
+    if (z && tmk__zfar(w, z)) { /* ends the packet's zones: what is open is closed */
+      n = i;
+      z = NULL;
+    }
+#endif
 #else
   for (i = 0; i < n; i++) {
     const tmk_proto_zone* z = &zones[i];
@@ -455,42 +519,56 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     int need_at = 0, is_open = 0;
     size_t need;
     unsigned nbits, dctx = TMK__NUM_DUR;
-    uint64_t gap, code = 0, pred;
+    tmk__zt gap, code = 0, pred;
 
     /* Close the open zones that cannot hold z as a direct child (all of them after the last). */
     while (nopen) {
-      if ((!TMK__SIZE_BUILD || z) && z->depth == open_depth0 + nopen &&
-          tmk__inside(cursor, open_end[nopen - 1], z))
+#if TMK__SIZE_BUILD
+      if (z && z->depth == open_depth0 + nopen &&
+          TMK__ZIN(cursor, (tmk__zt)open_end[nopen - 1], TMK__ZS(z), TMK__ZD(z), z))
         break;
+      nopen--;
+      *p++ = TMK__TAG_CLOSE;
+      tmk__put_tail(w, &num, open_site[nopen], (tmk__zt)open_end[nopen] - cursor);
+      cursor = (tmk__zt)open_end[nopen];
+#else
+      if (z->depth == open_depth0 + nopen && tmk__inside(cursor, open_end[nopen - 1], z)) break;
       nopen--;
       *p++ = TMK__TAG_CLOSE;
       tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
       cursor = open_end[nopen];
+#endif
     }
 #if TMK__SIZE_BUILD
     if (!z) break;
-    zend = z->start + z->duration;
+    zend = TMK__ZS(z) + TMK__ZD(z);
 #endif
 #if !TMK__SIZE_BUILD
     if (nopen == 0 && (z->depth != root_depth || z->start - cursor >= TMK__HALF)) need_at = 1;
 #endif
     if (i + 1 < n && nopen < TMK_PROTO_MAX_OPEN) {
       const tmk_proto_zone* c = &zones[i + 1];
+#if TMK__SIZE_BUILD
+      /* (TMK_PROTO_TIME32: c's window is checked on its turn. A c beyond it may seem inside z
+       * here; z is then an OPEN that the next turn closes at once, which codes z's start and
+       * duration as exactly as a LEAF.) */
+      is_open = z->depth != 0xFFFFFFFFu && c->depth == z->depth + 1 &&
+                TMK__ZIN(TMK__ZS(z), zend, TMK__ZS(c), TMK__ZD(c), c);
+#else
       is_open = z->depth != 0xFFFFFFFFu && c->depth == z->depth + 1 &&
                 tmk__inside(z->start, zend, c);
+#endif
     }
 #if TMK__SIZE_BUILD
     /* (-Os: after is_open and without branches, so that GCC keeps one copy of the is_open
      * test instead of threading three through need_at's paths) */
-    need_at = (nopen == 0) & ((z->depth != root_depth) | (int)((z->start - cursor) >> 63));
-#endif
+    need_at = (nopen == 0) & ((z->depth != root_depth) | TMK__ZBACK(TMK__ZS(z), cursor));
 
-    gap = need_at ? 0 : z->start - cursor;
+    gap = need_at ? 0 : TMK__ZS(z) - cursor;
     if (!is_open) {
-      dctx = tmk__predict(w->predict, 0, z->site, &pred);
-      code = tmk__pcode(dctx, z->duration, pred);
+      dctx = tmk__zpredict(w, 0, z->site, &pred);
+      code = tmk__zpcode(dctx, TMK__ZD(z), pred);
     }
-#if TMK__SIZE_BUILD
     {
       /* -Os: the zone's record bytes and number bits go to scratch first, so what it takes is
        * counted by the code that writes it (no separate size count); if the room left after it
@@ -505,7 +583,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       if (need_at) {
         *q++ = TMK__TAG_AT;
         q += tmk_proto_varint_put(q, z->depth);
-        q += tmk_proto_varint_put(q, tmk__zz(z->start - cursor));
+        q += tmk_proto_varint_put(q, TMK__ZZ(TMK__ZS(z) - cursor));
       }
       /* OPEN or LEAF: the site in the tag when it is small (one unsigned compare for 1..max),
        * else after it (TMK__TAG_OPEN is TMK__TAG_LEAF + 1: tmk__tags_check) */
@@ -533,7 +611,7 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       num.pend = t.pend;
     }
     if (need_at) {
-      cursor = z->start;
+      cursor = TMK__ZS(z);
       root_depth = z->depth;
     }
     if (is_open) {
@@ -541,12 +619,17 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
       open_site[nopen] = z->site;
       if (nopen == 0) open_depth0 = z->depth;
       nopen++;
-      cursor = z->start;
+      cursor = TMK__ZS(z);
     } else {
-      tmk__learn(w->predict, 0, z->site, z->duration);
+      tmk__learn(w->predict, 0, z->site, TMK__ZD(z));
       cursor = zend;
     }
 #else
+    gap = need_at ? 0 : z->start - cursor;
+    if (!is_open) {
+      dctx = tmk__predict(w->predict, 0, z->site, &pred);
+      code = tmk__pcode(dctx, z->duration, pred);
+    }
     need = (size_t)TMK__CLOSE_MAX * (nopen + (unsigned)is_open);
     if ((size_t)(num.front - p) < need + TMK__ZONE_MAX) {
       /* Near the end of the packet: work out exactly what this zone takes. */
@@ -597,15 +680,20 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     }
 #endif
   }
-  while (!TMK__SIZE_BUILD && nopen) {
+#if !TMK__SIZE_BUILD
+  while (nopen) {
     nopen--;
     *p++ = TMK__TAG_CLOSE;
     tmk__put_tail(w, &num, open_site[nopen], open_end[nopen] - cursor);
     cursor = open_end[nopen];
   }
+#endif
   if (i == 0 && !had_base) {
     w->has_base = 0;
     w->base_time = w->zone_cursor = w->event_cursor = 0;
+#if TMK_PROTO_TIME32
+    if (zones[0].duration >= TMK_PROTO_TIME32_REACH) return TMK_ERANGE; /* fits no packet */
+#endif
     return 0;
   }
   if (!TMK__SIZE_BUILD) tmk__nout_settle(&num);
@@ -614,7 +702,11 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
   w->nacc = num.acc;
   w->npend = num.pend;
   tmk__w_size(w);
+#if TMK_PROTO_TIME32
+  w->zone_cursor = w->base_time - TMK_PROTO_TIME32_REACH + cursor;
+#else
   w->zone_cursor = cursor;
+#endif
   w->root_depth = root_depth;
   w->zones += (uint32_t)i;
   w->records += (uint32_t)i;
