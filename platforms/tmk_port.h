@@ -70,10 +70,9 @@ extern "C" {
 #endif
 
 /* ==== Zone times on a 32-bit board ============================================================
- * Nothing to implement: protocol/ built -Os for a target whose pointers are 32 bits wide encodes
- * zones with 32-bit arithmetic (TMK_PROTO_TIME32, tmk_proto.h; -DTMK_PROTO_TIME32=0 turns it off).
- * What it asks of the clock a board's game passes (desc.clock, at desc.clock.frequency): a zone
- * lasts less than TMK_PROTO_TIME32_REACH (2^30) ticks; a longer one is counted as
+ * Nothing to implement. A board may build protocol/ -Os with -DTMK_PROTO_TIME32=1 (tmk_proto.h;
+ * off by default) to encode zones with 32-bit arithmetic; then a zone must last less than
+ * TMK_PROTO_TIME32_REACH (2^30) ticks of desc.clock, and a longer one is counted as
  * TMK_DROP_TOO_BIG instead of being sent. docs/PORTING.md, "Size (bare metal)". */
 
 /* ==== Fast ticks ==============================================================================

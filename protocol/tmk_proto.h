@@ -38,15 +38,11 @@ extern "C" {
  * of the 64-bit encoder, for the zones it takes: every zone of a packet must start and end within
  * 2^30 ticks of the packet's base time (TMK_PROTO_TIME32_REACH). A zone beyond that ends the
  * packet's zones (as a full packet does: the next packet has a base of its own); a zone longer
- * than the reach fits no packet and is refused with TMK_ERANGE. Default: on at -Os on a target
- * whose pointers are 32 bits wide (a small board), else off; -DTMK_PROTO_TIME32=0 or 1 decides.
+ * than the reach fits no packet and is refused with TMK_ERANGE. Off unless -DTMK_PROTO_TIME32=1
+ * (it saves 28 B on Cortex-M4 and 78 B on rv32, and costs every zone of 2^30 ticks or more);
  * protocol/ must then be built -Os (its loop is the size build's). docs/PORTING.md, "Size". */
 #ifndef TMK_PROTO_TIME32
-#if defined(__OPTIMIZE_SIZE__) && defined(__SIZEOF_POINTER__) && __SIZEOF_POINTER__ <= 4
-#define TMK_PROTO_TIME32 1
-#else
 #define TMK_PROTO_TIME32 0
-#endif
 #endif
 #if TMK_PROTO_TIME32 != 0 && TMK_PROTO_TIME32 != 1
 #error "TMK_PROTO_TIME32 must be 0 or 1"
