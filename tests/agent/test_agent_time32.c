@@ -1,4 +1,4 @@
-/* test_agent_time32.c — the agent on the TMK_PROTO_TIME32 zone encoder (a 32-bit board's, here
+/* test_agent_time32.c — the agent on the TMK_PROTO_TIME32 zone encoder (a board's opt-in, here
  * on the host): zones across 2^32, after a gap of more than 2^32 ticks and inside a zone too
  * long for it arrive with their exact 64-bit times; the too-long zone is counted as
  * TMK_DROP_TOO_BIG, never sent with a wrong time. Packets are decoded from the callback. */
