@@ -159,6 +159,16 @@ static int parse_size(const char* s, size_t* out) {
   return 0;
 }
 
+/* A whole decimal number from lo to hi in *out. Returns 0, or -1 for anything else. */
+static int parse_int(const char* s, long lo, long hi, long* out) {
+  char* end;
+  errno = 0;
+  long n = strtol(s, &end, 10);
+  if (errno || end == s || *end || n < lo || n > hi) return -1;
+  *out = n;
+  return 0;
+}
+
 static int parse_window(const char* s, uint32_t* ms, uint32_t* packets) {
   char buf[64];
   if (strlen(s) >= sizeof buf) return -1;
@@ -253,10 +263,8 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
       continue;
     }
     if (strcmp(a, "--clickhouse-senders") == 0) {
-      char* end;
-      errno = 0;
-      unsigned long n = strtoul(v, &end, 10);
-      if (errno || end == v || *end || n < 1 || n > 8 || v[0] == '-')
+      long n;
+      if (parse_int(v, 1, TMK__CH_SENDERS_MAX, &n))
         return bad_flag("--clickhouse-senders '%s': expected a number from 1 to 8%s", v, "");
       cfg->clickhouse_senders = (uint32_t)n;
       continue;
@@ -290,9 +298,8 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
       continue;
     }
     if (strcmp(a, "--ws-idle") == 0) {
-      char* e = NULL;
-      unsigned long s = strtoul(v, &e, 10);
-      if (!*v || *e || s < 1 || s > 86400)
+      long s;
+      if (parse_int(v, 1, 86400, &s))
         return bad_flag("--ws-idle '%s': expected seconds from 1 to 86400%s", v, "");
       cfg->ws_idle_s = (uint32_t)s;
       continue;
@@ -315,10 +322,8 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
         return bad_flag("--data-dir '%s': empty or too long%s", v, "");
       snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", v);
     } else if (strcmp(a, "--max-sessions") == 0) {
-      char* end;
-      errno = 0;
-      long n = strtol(v, &end, 10);
-      if (errno || *end || n < 1 || n > 4096)
+      long n;
+      if (parse_int(v, 1, 4096, &n))
         return bad_flag("--max-sessions '%s': expected a number from 1 to 4096%s", v, "");
       cfg->max_sessions = (uint32_t)n;
     } else if (strcmp(a, "--session-memory") == 0) {
