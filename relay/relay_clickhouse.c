@@ -623,6 +623,35 @@ static void spill_or_drop_locked(tmk__ch* ch, batch* b, int sync) {
   batch_free(b);
 }
 
+/* Caller holds mu. Takes the memory queue's head (not NULL). */
+static batch* queue_pop_locked(tmk__ch* ch) {
+  batch* b = ch->q_head;
+  ch->q_head = b->next;
+  if (!ch->q_head) ch->q_tail = NULL;
+  ch->q_bytes -= b->bytes;
+  ch->q_batches--;
+  return b;
+}
+
+/* Caller holds mu. Sender `slot` lets go of its spill file (sent, kept for later, or gone). */
+static void spill_unclaim_locked(tmk__ch* ch, int slot) {
+  if (!ch->claim[slot][0]) return;
+  ch->claim[slot][0] = 0;
+  ch->nclaimed--;
+}
+
+static uint64_t file_size(const char* path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+/* Caller holds mu. Sender `slot`'s spill file, of sz bytes, no longer waits (sent, or .bad). */
+static void spill_forget_locked(tmk__ch* ch, int slot, uint64_t sz) {
+  spill_unclaim_locked(ch, slot);
+  ch->disk_batches--;
+  ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
+}
+
 /* Sender `slot` claims the oldest spill file no other sender has claimed: its path in `path`.
  * Returns 0 when there is none. The directory is listed without the lock (the loop takes it). */
 static int spill_claim(tmk__ch* ch, int slot, char* path, size_t cap) {
@@ -647,13 +676,6 @@ static int spill_claim(tmk__ch* ch, int slot, char* path, size_t cap) {
   for (int i = 0; i < n; i++) free(list[i]);
   free(list);
   return got;
-}
-
-/* Caller holds mu. Sender `slot` lets go of its spill file (sent, kept for later, or gone). */
-static void spill_unclaim_locked(tmk__ch* ch, int slot) {
-  if (!ch->claim[slot][0]) return;
-  ch->claim[slot][0] = 0;
-  ch->nclaimed--;
 }
 
 /* Caller holds mu. A request failed: ClickHouse is away, every sender backs off. */
@@ -689,14 +711,7 @@ static void* sink_main(void* arg) {
     }
     if (now < ch->retry_ms) {
       /* ClickHouse is away: keep memory small and everything durable while waiting. */
-      while (ch->q_head) {
-        batch* b = ch->q_head;
-        ch->q_head = b->next;
-        if (!ch->q_head) ch->q_tail = NULL;
-        ch->q_bytes -= b->bytes;
-        ch->q_batches--;
-        spill_or_drop_locked(ch, b, 1);
-      }
+      while (ch->q_head) spill_or_drop_locked(ch, queue_pop_locked(ch), 1);
       if (stopping) break;
       tmk__cond_wait_ms(&ch->cv, &ch->mu, ch->retry_ms - now);
       continue;
@@ -735,11 +750,7 @@ static void* sink_main(void* arg) {
       }
     }
     if (!from_disk) {
-      b = ch->q_head;
-      ch->q_head = b->next;
-      if (!ch->q_head) ch->q_tail = NULL;
-      ch->q_bytes -= b->bytes;
-      ch->q_batches--;
+      b = queue_pop_locked(ch);
       ch->sending++; /* still pending for GET /api/relay until sent or spilled */
     }
     pthread_mutex_unlock(&ch->mu);
@@ -747,8 +758,7 @@ static void* sink_main(void* arg) {
       const char* why;
       b = spill_read(path, &why);
       if (!b) {
-        struct stat sb;
-        uint64_t sz = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        uint64_t sz = file_size(path);
         char bad[1200];
         snprintf(bad, sizeof bad, "%s.bad", path);
         rename(path, bad);
@@ -756,9 +766,7 @@ static void* sink_main(void* arg) {
                   why[0] ? why : "cannot be read");
         pthread_mutex_lock(&ch->mu);
         tmk_relay__log(ch->log, TMK_LOG_WARN, "clickhouse: %s", ch->st.last_error);
-        spill_unclaim_locked(ch, slot);
-        ch->disk_batches--;
-        ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
+        spill_forget_locked(ch, slot, sz);
         continue;
       }
     }
@@ -768,12 +776,9 @@ static void* sink_main(void* arg) {
     if (ok) {
       ch->st.batches_sent++;
       if (from_disk) {
-        struct stat sb;
-        uint64_t sz = stat(b->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        uint64_t sz = file_size(b->path);
         unlink(b->path);
-        spill_unclaim_locked(ch, slot);
-        ch->disk_batches--;
-        ch->disk_bytes -= sz < ch->disk_bytes ? sz : ch->disk_bytes;
+        spill_forget_locked(ch, slot, sz);
       }
       recycle_locked(ch, b);
       ch->st.up = 1;
@@ -796,14 +801,7 @@ static void* sink_main(void* arg) {
     }
   }
   /* Whatever is still in memory goes to disk for the next run. */
-  while (ch->q_head) {
-    batch* b = ch->q_head;
-    ch->q_head = b->next;
-    ch->q_bytes -= b->bytes;
-    ch->q_batches--;
-    spill_or_drop_locked(ch, b, 1);
-  }
-  ch->q_tail = NULL;
+  while (ch->q_head) spill_or_drop_locked(ch, queue_pop_locked(ch), 1);
   pthread_cond_broadcast(&ch->cv); /* the others may be waiting for a queue this one emptied */
   pthread_mutex_unlock(&ch->mu);
   return NULL;
