@@ -216,6 +216,21 @@ static inline int tmk__zb_site(unsigned tag, unsigned short_tag, const uint8_t* 
   return m;
 }
 
+/* What an OPEN and a LEAF read alike after their tag byte: the site (moving *pp past it), then
+ * the gap, checking that the zone's depth still fits 32 bits. Returns 0, or the error, also
+ * left in b->err. */
+TMK__HOT int tmk__zb_site_gap(tmk__zb* b, unsigned tag, unsigned short_tag, const uint8_t** pp,
+                              const uint8_t* end, uint32_t* ns, uint64_t depth, uint32_t* site,
+                              uint64_t* gap) {
+  int m = tmk__zb_site(tag, short_tag, *pp, end, site);
+  if (m < 0) return b->err = m;
+  *pp += m;
+  tmk__zb_refill(b, end);
+  if (tmk__zb_num(b, end, ns, TMK__NUM_GAP, gap)) return b->err;
+  if (TMK__ZB_UNLIKELY(depth > 0xFFFFFFFFull)) return b->err = TMK_ERANGE;
+  return 0;
+}
+
 /* A number the predictor codes (§5.3) in slot sl: the slot's value plus the zigzag read in context
  * `ctx` (TMK__NUM_DUR or TMK__NUM_CLOSE) when the slot holds `site`, else a fresh number in the
  * matching fresh context (ctx + 2); the slot then holds the value. Returns 0, or the error. */
@@ -331,17 +346,8 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
         o++;
       } else if ((tag & 0xC0) == TMK__TAG_OPEN_SHORT || tag == TMK__TAG_OPEN) { /* OPEN */
         p++;
-        if ((m = tmk__zb_site(tag, TMK__TAG_OPEN_SHORT, p, end, &site)) < 0) {
-          b.err = m;
+        if (tmk__zb_site_gap(&b, tag, TMK__TAG_OPEN_SHORT, &p, end, ns, depth, &site, &gap))
           goto stopped;
-        }
-        p += m;
-        tmk__zb_refill(&b, end);
-        if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
-        if (TMK__ZB_UNLIKELY(depth > 0xFFFFFFFFull)) {
-          b.err = TMK_ERANGE;
-          goto stopped;
-        }
         if (TMK__ZB_UNLIKELY(nopen >= TMK_PROTO_MAX_OPEN)) {
           b.err = TMK_ENEST;
           goto stopped;
@@ -354,17 +360,8 @@ int tmk_proto_next_zones(tmk_proto_reader* r, tmk_proto_zone* out, size_t cap, u
       } else if (tag >= TMK__TAG_LEAF_SHORT || tag == TMK__TAG_LEAF) { /* LEAF (§5.3) */
         uint64_t dur;
         p++;
-        if ((m = tmk__zb_site(tag, TMK__TAG_LEAF_SHORT, p, end, &site)) < 0) {
-          b.err = m;
+        if (tmk__zb_site_gap(&b, tag, TMK__TAG_LEAF_SHORT, &p, end, ns, depth, &site, &gap))
           goto stopped;
-        }
-        p += m;
-        tmk__zb_refill(&b, end);
-        if (tmk__zb_num(&b, end, ns, TMK__NUM_GAP, &gap)) goto stopped;
-        if (TMK__ZB_UNLIKELY(depth > 0xFFFFFFFFull)) {
-          b.err = TMK_ERANGE;
-          goto stopped;
-        }
         start = cursor + gap;
         sl = &leafp[site & (TMK_PROTO_PREDICT_SLOTS - 1)];
         if (tmk__zb_pnum(&b, end, ns, sl, site, TMK__NUM_DUR, &dur)) goto stopped;
