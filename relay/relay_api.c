@@ -624,6 +624,23 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   tmk__json_u64(&j, atomic_load(&r->garbage));
   tmk__json_key(&j, "rejected_sessions");
   tmk__json_u64(&j, atomic_load(&r->rejected_sessions));
+  tmk__rxq_counters q; /* the UDP receive queue (relay_udp_rx.c) */
+  tmk__udp_rx_counters(r->udp_rx, &q);
+  tmk__json_key(&j, "udp_queue");
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "capacity");
+  tmk__json_u64(&j, q.capacity);
+  tmk__json_key(&j, "bytes");
+  tmk__json_u64(&j, q.bytes);
+  tmk__json_key(&j, "peak");
+  tmk__json_u64(&j, q.peak);
+  tmk__json_key(&j, "datagrams");
+  tmk__json_u64(&j, q.datagrams);
+  tmk__json_key(&j, "drops");
+  tmk__json_u64(&j, q.drops);
+  tmk__json_end_obj(&j);
+  tmk__json_key(&j, "ingest_nice");
+  tmk__json_i64(&j, r->cfg.ingest_nice);
   tmk__json_key(&j, "keys"); /* authenticated ingest (§2.1): programs with a key */
   tmk__json_u64(&j, r->cfg.nkeys);
   tmk__json_key(&j, "unauthenticated");

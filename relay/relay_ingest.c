@@ -9,7 +9,6 @@
 
 #include "relay_internal.h"
 
-#define UDP_BATCH 32 /* datagrams per recvmmsg call */
 /* UDP receive buffer asked of the kernel: about 14 k full packets, a second of a tight loop. */
 #define RCVBUF_WANTED (32 * 1024 * 1024)
 
@@ -604,26 +603,6 @@ void tmk__ingest_packet(tmk_relay* r, const uint8_t* p, size_t len, const struct
 }
 
 /* ---------------------------------------------------------------------------------------------
- * UDP
- * ------------------------------------------------------------------------------------------- */
-static void udp_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
-  (void)suggested;
-  tmk_relay* r = h->data;
-  *buf = uv_buf_init((char*)r->udp_buf, (unsigned)r->udp_buf_size);
-}
-
-static void udp_recv(uv_udp_t* h, ssize_t nread, const uv_buf_t* buf, const struct sockaddr* addr,
-                     unsigned flags) {
-  tmk_relay* r = h->data;
-  if (nread <= 0 || !addr) return; /* 0: nothing more / buffer released (static buffer) */
-  if (flags & UV_UDP_PARTIAL) {
-    r->garbage++;
-    return;
-  }
-  handle_packet(r, (const uint8_t*)buf->base, (size_t)nread, addr, NULL);
-}
-
-/* ---------------------------------------------------------------------------------------------
  * TCP
  * ------------------------------------------------------------------------------------------- */
 static void conn_closed(uv_handle_t* h) {
@@ -759,10 +738,6 @@ int tmk__ingest_start(tmk_relay* r) {
     tmk_relay__log(&r->log, TMK_LOG_ERROR, "--listen: '%s' is not an IP address", r->cfg.listen_host);
     return rc;
   }
-  r->udp_buf_size = (size_t)UDP_BATCH * 64 * 1024;
-  r->udp_buf = malloc(r->udp_buf_size);
-  if (!r->udp_buf) return UV_ENOMEM;
-
   uv_tcp_init(r->loop, &r->tcp);
   r->tcp.data = r;
   r->tcp_open = 1;
@@ -783,7 +758,7 @@ int tmk__ingest_start(tmk_relay* r) {
   /* UDP on the same port number as TCP (the TCP bind chose it when --listen said port 0). */
   if (bound.ss_family == AF_INET6) ((struct sockaddr_in6*)&addr)->sin6_port = htons((uint16_t)port);
   else ((struct sockaddr_in*)&addr)->sin_port = htons((uint16_t)port);
-  uv_udp_init_ex(r->loop, &r->udp, (unsigned)addr.ss_family | UV_UDP_RECVMMSG);
+  uv_udp_init_ex(r->loop, &r->udp, (unsigned)addr.ss_family);
   r->udp.data = r;
   r->udp_open = 1;
   rc = uv_udp_bind(&r->udp, (const struct sockaddr*)&addr, 0);
@@ -805,23 +780,28 @@ int tmk__ingest_start(tmk_relay* r) {
 #endif
     uv_recv_buffer_size((uv_handle_t*)&r->udp, &rcvbuf);
   uv_recv_buffer_size((uv_handle_t*)&r->udp, &granted); /* 0 reads it (Linux reports double) */
-  if (granted < RCVBUF_WANTED)
-    tmk_relay__log(&r->log, TMK_LOG_WARN,
-                   "udp receive buffer is %d KiB, not the %d KiB asked for: bursts from agents "
-                   "may be lost; raise net.core.rmem_max (sysctl) to at least %d",
-                   granted / 1024, RCVBUF_WANTED / 1024, RCVBUF_WANTED);
-  rc = uv_udp_recv_start(&r->udp, udp_alloc, udp_recv);
-  if (rc) {
-    tmk_relay__log(&r->log, TMK_LOG_ERROR, "udp receive failed: %s", uv_strerror(rc));
-    return rc;
+  if (granted < RCVBUF_WANTED) /* the receive thread empties it into the queue at once */
+    tmk_relay__log(&r->log, TMK_LOG_INFO,
+                   "udp socket receive buffer is %d KiB, not the %d KiB asked for (the receive "
+                   "queue is %zu MiB); if the relay counts lost packets while its receive queue "
+                   "has room, raise net.core.rmem_max (sysctl) to %d",
+                   granted / 1024, RCVBUF_WANTED / 1024, r->cfg.udp_queue_bytes >> 20,
+                   RCVBUF_WANTED);
+  /* libuv's handle only sends (WELCOME, CONTROL); a thread of our own receives, so that the
+   * socket is emptied at once even while the loop decodes or yields (--ingest-nice). */
+  if (uv_fileno((uv_handle_t*)&r->udp, &ufd) != 0 ||
+      !(r->udp_rx = tmk__udp_rx_start(r, ufd, r->cfg.udp_queue_bytes))) {
+    tmk_relay__log(&r->log, TMK_LOG_ERROR, "cannot start the udp receive thread (%zu-byte queue)",
+                   r->cfg.udp_queue_bytes);
+    return UV_ENOMEM;
   }
   r->bound_port = port;
   return 0;
 }
 
 void tmk__ingest_stop(tmk_relay* r) {
+  tmk__udp_rx_stop(r->udp_rx); /* decodes what it had queued */
   if (r->udp_open) {
-    uv_udp_recv_stop(&r->udp);
     uv_close((uv_handle_t*)&r->udp, NULL);
     r->udp_open = 0;
   }
@@ -853,10 +833,12 @@ void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms) {
     r->last_conn_check_ms = now_ms;
     conn_timeouts(r, now_ms);
   }
+  /* A gap's late packet may still wait in the receive queue: windows age only when it is empty. */
+  const int behind = tmk__udp_rx_backlog(r->udp_rx);
   for (uint32_t i = 0; i < r->nsessions; i++) {
     tmk__session* s = r->sessions[i];
     if (s->replay) continue;
-    if (s->ro.held) tmk__reorder_tick(&s->ro, now_ms, 0, deliver, s);
+    if (s->ro.held && !behind) tmk__reorder_tick(&s->ro, now_ms, 0, deliver, s);
     tmk__session_flush_pending(s, 0);
     tmk__session_sync_stats(s);
     if (s->delivered) {

@@ -23,6 +23,9 @@
 #define TMK__TCP_TAKEOVER_MS 2000 /* a new connection replaces one quiet for this long */
 #define TMK__REJECT_MS 1000       /* at most one REJECT per host per this long ... */
 #define TMK__REJECTS_PER_S 50     /* ... and this many per second overall */
+#define TMK__UDP_QUEUE_DEFAULT ((size_t)64 << 20) /* received datagrams waiting for the loop */
+#define TMK__UDP_QUEUE_MIN ((size_t)1 << 20)
+#define TMK__INGEST_NICE_DEFAULT 10 /* the loop thread's nice value (relay_loop.c) */
 #define TMK__QUERY_SLOTS 2        /* zone/event queries that run at once; the others wait */
 
 typedef struct tmk_relay_config {
@@ -47,6 +50,8 @@ typedef struct tmk_relay_config {
   uint32_t clickhouse_senders;    /* 0 = 2 */
   tmk_relay_key keys[TMK_RELAY_MAX_KEYS]; /* authenticated ingest (relay_auth.c) */
   uint32_t nkeys;
+  size_t udp_queue_bytes;       /* received datagrams waiting for the loop, at most */
+  int ingest_nice;              /* the loop thread's nice value; -1 = unchanged */
 } tmk_relay_config;
 
 
@@ -122,9 +127,9 @@ struct tmk_relay {
   uv_timer_t tick;
   uv_async_t cmd_async;
   int udp_open, tcp_open, stopping;
+  _Atomic uint64_t loop_cpu_ns;  /* the loop thread's CPU time, as of its last tick */
   int bound_port;
-  uint8_t* udp_buf;
-  size_t udp_buf_size;
+  struct tmk__udp_rx* udp_rx;   /* the UDP receive thread and its queue (relay_udp_rx.c) */
   void* scratch;                /* TMK_PROTO_MAX_BODY, loop-only decode scratch */
   /* registry */
   pthread_mutex_t reg_mu;
@@ -161,6 +166,7 @@ struct tmk_relay {
   struct tmk__serial* serial;   /* [loop] relay_serial.c's ports, NULL without --serial */
   uint64_t records_at_last_stats;
   uint64_t lost_at_last_stats, packets_at_last_stats, garbage_at_last_stats;
+  uint64_t queue_drops_at_last_stats;
   uint64_t last_stats_ms;
   uint64_t last_second_ms, last_sync_ms; /* [loop] periodic session work */
   /* HTTP server (relay_api.c) */
@@ -231,6 +237,49 @@ void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms);
 /* [loop] one whole packet that did not come over UDP or TCP (a serial line): src is an AF_UNIX
  * address naming its device, so its sessions are bound to that device and answer nothing. */
 void tmk__ingest_packet(tmk_relay* r, const uint8_t* p, size_t len, const struct sockaddr* src);
+
+/* ---- relay_udp_rx.c ----------------------------------------------------------------------- */
+/* The queue between the UDP receive thread and the loop: records of (sender, datagram) in a
+ * ring of `cap` bytes; one writer, one reader; a datagram that does not fit is dropped and
+ * counted. Head and tail count bytes ever written and consumed. Exposed for its unit test. */
+typedef struct tmk__rxq {
+  uint8_t* buf;
+  size_t cap;
+  _Atomic uint64_t head, tail;
+  _Atomic uint64_t peak;        /* most bytes queued at once */
+  _Atomic uint64_t datagrams;   /* queued, ever */
+  _Atomic uint64_t drops, drop_bytes; /* refused by a full queue */
+} tmk__rxq;
+/* cap: bytes, rounded down to 8, room for at least one 64 KiB datagram. 0 or TMK_E*. */
+int tmk__rxq_init(tmk__rxq* q, size_t cap);
+void tmk__rxq_free(tmk__rxq* q);
+/* [writer] 0, or -1 when full (counted). */
+int tmk__rxq_push(tmk__rxq* q, const void* p, size_t len, const struct sockaddr* from,
+                  uint32_t alen);
+/* [reader] the oldest datagram (valid until tmk__rxq_pop), or NULL when empty. */
+const uint8_t* tmk__rxq_peek(tmk__rxq* q, size_t* len, const struct sockaddr** from);
+void tmk__rxq_pop(tmk__rxq* q);
+int tmk__rxq_empty(tmk__rxq* q);
+uint64_t tmk__rxq_bytes(tmk__rxq* q);
+
+typedef struct tmk__rxq_counters {
+  uint64_t capacity, bytes, peak, datagrams, drops, drop_bytes;
+  uint64_t cpu_ns;              /* the receive thread's CPU time, as of its last wake-up */
+} tmk__rxq_counters;
+typedef struct tmk__udp_rx tmk__udp_rx;
+/* Starts the thread that reads fd (the bound UDP socket) into a queue of queue_bytes, which
+ * the loop decodes through tmk__ingest_packet. NULL when out of memory or threads. */
+tmk__udp_rx* tmk__udp_rx_start(tmk_relay* r, int fd, size_t queue_bytes);
+/* [loop] stops and joins the thread, then decodes what it had queued; closes the loop handle
+ * (tmk__udp_rx_free after the loop has run the close). */
+void tmk__udp_rx_stop(tmk__udp_rx* rx);
+void tmk__udp_rx_free(tmk__udp_rx* rx);
+/* 1 while datagrams wait in the queue (the loop is behind). */
+int tmk__udp_rx_backlog(tmk__udp_rx* rx);
+/* Any thread; zeros without UDP. */
+void tmk__udp_rx_counters(tmk__udp_rx* rx, tmk__rxq_counters* out);
+/* The calling thread's CPU time, 0 when unknown. */
+uint64_t tmk__own_cpu_ns(void);
 
 /* ---- relay_serial.c ----------------------------------------------------------------------- */
 /* Opens desc.serial's devices and starts reading them. Returns 0 or TMK_EINVAL / TMK_EIO (logged). */

@@ -1,9 +1,13 @@
 /* relay_loop.c — the relay object and its loop: tmk_relay_create turns a desc into a relay with
  * bound sockets and a running HTTP server, tmk_relay_run drives ingest, ticks and commands on
  * one libuv loop until tmk_relay_stop, tmk_relay_get_stats sums the counters. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "relay_internal.h"
 
@@ -49,6 +53,10 @@ static int config_from_desc(const tmk_relay_desc* d, tmk_relay_config* c) {
   c->clickhouse_memory_max = d->clickhouse.memory_max;
   if (d->clickhouse.senders > TMK__CH_SENDERS_MAX) return TMK_EINVAL;
   c->clickhouse_senders = d->clickhouse.senders;
+  c->udp_queue_bytes = d->udp_queue_bytes ? d->udp_queue_bytes : TMK__UDP_QUEUE_DEFAULT;
+  if (c->udp_queue_bytes < TMK__UDP_QUEUE_MIN) return TMK_EINVAL;
+  c->ingest_nice = d->ingest_nice ? d->ingest_nice : TMK__INGEST_NICE_DEFAULT;
+  if (c->ingest_nice < -1 || c->ingest_nice > 19) return TMK_EINVAL;
   for (int i = 0; i < TMK_RELAY_MAX_HOOKS; i++) {
     c->hook_fn[i] = d->http_hooks[i].fn;
     c->hook_ud[i] = d->http_hooks[i].ud;
@@ -89,6 +97,11 @@ void tmk_relay_get_stats(tmk_relay* r, tmk_relay_totals* out) {
   }
   pthread_mutex_unlock(&r->reg_mu);
   out->garbage = atomic_load(&r->garbage);
+  tmk__rxq_counters q;
+  tmk__udp_rx_counters(r->udp_rx, &q);
+  out->udp_queue_drops = q.drops;
+  out->udp_queue_peak = q.peak;
+  out->ingest_cpu_ns = q.cpu_ns + atomic_load(&r->loop_cpu_ns);
   out->rejected_sessions = atomic_load(&r->rejected_sessions);
   out->unauthenticated = atomic_load(&r->unauthenticated);
   out->bad_mac = atomic_load(&r->bad_mac);
@@ -124,6 +137,14 @@ static void stats_line(tmk_relay* r, uint64_t now) {
   uint64_t d_pk = packets - r->packets_at_last_stats;
   uint64_t garbage = atomic_load(&r->garbage);
   uint64_t unauth = atomic_load(&r->unauthenticated), bad_mac = atomic_load(&r->bad_mac);
+  tmk__rxq_counters q;
+  tmk__udp_rx_counters(r->udp_rx, &q);
+  char queue[160] = ""; /* only when the receive queue overflowed */
+  if (q.drops != r->queue_drops_at_last_stats)
+    snprintf(queue, sizeof queue, ", %llu datagrams dropped by a full receive queue (%llu MiB)",
+             (unsigned long long)(q.drops - r->queue_drops_at_last_stats),
+             (unsigned long long)(q.capacity >> 20));
+  r->queue_drops_at_last_stats = q.drops;
   char auth[160] = ""; /* only with keys, or when someone sends keyed packets */
   if (r->cfg.nkeys || unauth + bad_mac)
     snprintf(auth, sizeof auth, ", %llu refused by --key (in all %llu without MAC, %llu bad MAC)",
@@ -131,11 +152,11 @@ static void stats_line(tmk_relay* r, uint64_t now) {
              (unsigned long long)unauth, (unsigned long long)bad_mac);
   tmk_relay__log(&r->log, TMK_LOG_INFO,
            "stats: %u sessions (%u live), %.0f records/s, %.0f packets/s, lost %llu of %llu "
-           "packets (%.3f%%), %llu bad packets%s",
+           "packets (%.3f%%), %llu bad packets%s%s",
            r->nsessions, live, (double)d_rec / secs, (double)d_pk / secs,
            (unsigned long long)d_lost, (unsigned long long)(d_pk + d_lost),
            d_pk + d_lost ? 100.0 * (double)d_lost / (double)(d_pk + d_lost) : 0.0,
-           (unsigned long long)(garbage - r->garbage_at_last_stats), auth);
+           (unsigned long long)(garbage - r->garbage_at_last_stats), queue, auth);
   r->auth_at_last_stats = unauth + bad_mac;
   r->records_at_last_stats = records;
   r->lost_at_last_stats = lost;
@@ -150,6 +171,7 @@ static void stats_line(tmk_relay* r, uint64_t now) {
 static void on_tick(uv_timer_t* t) {
   tmk_relay* r = t->data;
   uint64_t now = uv_now(r->loop);
+  atomic_store(&r->loop_cpu_ns, tmk__own_cpu_ns());
   tmk__ingest_tick(r, now);
   tmk__control_tick(r, now);
   if (r->ch) tmk__ch_tick(r->ch, r, now);
@@ -192,11 +214,11 @@ static void relay_free(tmk_relay* r) {
   uv_run(r->loop, UV_RUN_DEFAULT);
   uv_loop_close(r->loop);
   tmk__serial_free(r);
+  tmk__udp_rx_free(r->udp_rx);
   tmk__ch_free(r->ch); /* joins the sink thread (after tmk__ch_shutdown it has drained) */
   for (uint32_t i = 0; i < r->nsessions; i++) tmk__session_unref(r->sessions[i]);
   free(r->sessions);
   free(r->scratch);
-  free(r->udp_buf);
   pthread_mutex_destroy(&r->reg_mu);
   pthread_mutex_destroy(&r->cmd_mu);
   pthread_mutex_destroy(&r->query_mu);
@@ -277,8 +299,32 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
   return 0;
 }
 
+/* The loop decodes at a lower priority than the machine's other threads, so that a game on the
+ * same machine (and its agent's flusher) keeps its cores; the receive thread keeps the normal
+ * one and queues what arrives meanwhile. Linux sets nice per thread; elsewhere it would lower
+ * the whole process, so it is left alone there. */
+static void lower_loop_priority(tmk_relay* r) {
+#ifdef __linux__
+  if (r->cfg.ingest_nice < 0) return;
+  const id_t tid = (id_t)syscall(SYS_gettid);
+  errno = 0;
+  const int now = getpriority(PRIO_PROCESS, tid);
+  if (errno == 0 && now >= r->cfg.ingest_nice) return;
+  if (setpriority(PRIO_PROCESS, tid, r->cfg.ingest_nice) != 0)
+    tmk_relay__log(&r->log, TMK_LOG_WARN, "cannot lower the ingest loop's priority to nice %d: %s",
+                   r->cfg.ingest_nice, strerror(errno));
+  else
+    tmk_relay__log(&r->log, TMK_LOG_DEBUG, "ingest loop at nice %d (--ingest-nice)",
+                   r->cfg.ingest_nice);
+#else
+  (void)r;
+#endif
+}
+
 int tmk_relay_run(tmk_relay* r) {
+  lower_loop_priority(r);
   uv_run(r->loop, UV_RUN_DEFAULT);
+  atomic_store(&r->loop_cpu_ns, tmk__own_cpu_ns());
   tmk_relay__log(&r->log, TMK_LOG_INFO, "stopped");
   return 0;
 }

@@ -41,6 +41,8 @@ typedef struct cli_opts {
   tmk_relay_key keys[TMK_RELAY_MAX_KEYS]; /* --key files, parsed */
   uint32_t nkeys;
   uint32_t ws_idle_s; /* --ws-idle */
+  size_t udp_queue;   /* --udp-queue */
+  int ingest_nice;    /* --ingest-nice, -1 = leave */
 } cli_opts;
 
 static void cli_defaults(cli_opts* c) {
@@ -56,6 +58,8 @@ static void cli_defaults(cli_opts* c) {
   c->reorder_ms = 100;
   c->log_level = TMK_LOG_INFO;
   c->ws_idle_s = 60;
+  c->udp_queue = (size_t)64 << 20;
+  c->ingest_nice = 10;
 }
 
 static void usage(FILE* out) {
@@ -84,6 +88,12 @@ static void usage(FILE* out) {
           "  --serial DEVICE[:BAUD]   also read agents from a serial line, e.g. a USB-UART\n"
           "                           adapter on a board: /dev/ttyUSB0:115200 (repeatable,\n"
           "                           up to 8; without BAUD the line keeps its settings)\n"
+          "  --udp-queue SIZE         memory for UDP packets received but not yet decoded\n"
+          "                           (default 64M, min 1M); beyond it they are dropped and\n"
+          "                           counted (GET /api/relay, udp_queue)\n"
+          "  --ingest-nice N          decode at nice N (0..19, default 10; 0 leaves the\n"
+          "                           priority) so that a game on this machine keeps its\n"
+          "                           cores; packets are still received at once\n"
           "  --log-level LEVEL        error, warn, info or debug (default info)\n"
           "  --token TOKEN            access token for /api and the dashboard's stream\n"
           "                           (required when --http is not loopback: generated and\n"
@@ -228,7 +238,7 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
                                              "--team",           "--serial",
                                              "--clickhouse", "--clickhouse-spill", "--clickhouse-memory",
                                              "--clickhouse-spill-dir", "--clickhouse-senders", "--key",
-                                             "--ws-idle"};
+                                             "--ws-idle", "--udp-queue", "--ingest-nice"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       if (strcmp(a, with_value[k]) == 0) known = 1;
@@ -295,6 +305,18 @@ static int parse_args(int argc, char** argv, cli_opts* cfg) {
       if (world)
         fprintf(stderr, "telemark-relay: warning: key file %s can be read by every user of this "
                         "machine (chmod 600 %s)\n", v, v);
+      continue;
+    }
+    if (strcmp(a, "--udp-queue") == 0) {
+      if (parse_size(v, &cfg->udp_queue) || cfg->udp_queue < ((size_t)1 << 20))
+        return bad_flag("--udp-queue '%s': expected a size of at least 1M, e.g. 64M%s", v, "");
+      continue;
+    }
+    if (strcmp(a, "--ingest-nice") == 0) {
+      long n;
+      if (parse_int(v, 0, 19, &n))
+        return bad_flag("--ingest-nice '%s': expected a number from 0 to 19%s", v, "");
+      cfg->ingest_nice = n ? (int)n : -1;
       continue;
     }
     if (strcmp(a, "--ws-idle") == 0) {
@@ -423,6 +445,8 @@ int main(int argc, char** argv) {
   desc.clickhouse.senders = cfg.clickhouse_senders;
   desc.keys = cfg.keys;
   desc.nkeys = cfg.nkeys;
+  desc.udp_queue_bytes = cfg.udp_queue;
+  desc.ingest_nice = cfg.ingest_nice;
 
   /* The dashboard: embedded page, live stream, token when --http is not loopback. */
   tmk_relay_web* web = NULL;

@@ -303,6 +303,12 @@ typedef struct tmk_relay_desc {
   } http_hooks[TMK_RELAY_MAX_HOOKS];
   const tmk_relay_key* keys; /* authenticated ingest (copied); NULL = every program unkeyed */
   uint32_t nkeys;            /* at most TMK_RELAY_MAX_KEYS, programs unique */
+  size_t udp_queue_bytes;    /* UDP datagrams received but not yet decoded, at most: a thread
+                                empties the socket into this queue; when it is full a datagram
+                                is dropped and counted; 0 = 64 MiB, at least 1 MiB */
+  int ingest_nice;           /* nice value of the thread that runs tmk_relay_run (Linux), so that
+                                decoding gives way to a game on the same machine; 0 = 10,
+                                -1 = leave it, 1..19 */
 } tmk_relay_desc;
 
 /* Creates a relay: binds UDP and TCP on listen_host:listen_port and starts the HTTP server
@@ -331,6 +337,11 @@ typedef struct tmk_relay_totals {
   uint64_t rejected_sessions; /* new sessions refused (max sessions / per source) */
   uint64_t unauthenticated;   /* packets without a MAC for a keyed program or session (§2.1) */
   uint64_t bad_mac;           /* packets whose MAC matched no key that applies (§2.1) */
+  uint64_t udp_queue_drops;   /* datagrams dropped because the receive queue was full */
+  uint64_t udp_queue_peak;    /* most bytes the receive queue held at once */
+  uint64_t ingest_cpu_ns;     /* CPU time of the UDP receive thread and of the thread in
+                                 tmk_relay_run (the loop: decode, store, TCP, control), as of
+                                 their last wake-up or 10 ms tick */
   tmk_relay_stats sum;        /* sum over sessions held now (evicted sessions are gone) */
 } tmk_relay_totals;
 /* Fills *out. Thread-safe; takes each session's lock briefly. */

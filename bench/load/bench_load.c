@@ -1,13 +1,15 @@
 /* bench_load.c — tmk-bench-load: the benchmark that cannot hide drops. Runs the relay library
- * in-process on loopback (its loop on a thread of its own, HTTP off), runs the agent with the default desc (every field 0) and
+ * in-process on loopback (its loop on a thread of its own, HTTP off, the default relay desc:
+ * a UDP receive thread, decoding at nice 10), runs the agent with the default desc (every field 0) and
  * the arena docs/AGENT.md recommends for a desktop game (320 MB), and produces N zones (default 10 M) as fast as one thread can, then N in
  * game-like nested frames (20 zones a frame), and counts what the relay stored. Prints
  * RESULT delivered_ratio_tight / delivered_ratio_nested (zones in the relay / zones recorded),
  * zone_ns_loaded (CPU ns per zone of the instrumented thread, relay connected, tight loop;
  * zone_wall_ns_loaded is the same in wall time, which on a small shared machine mostly says
  * how often the thread was preempted by the flusher, the relay and everything else),
- * client_cpu_ns_per_zone (the whole process but the relay's loop thread: game loop, flusher,
- * sends), relay_cpu_ns_per_zone (the relay loop thread's CPU per stored zone) and idle_zone_ns (desc.on_demand, nothing listening).
+ * client_cpu_ns_per_zone (the whole process but the relay's two ingest threads: game loop,
+ * flusher, sends), relay_cpu_ns_per_zone (the relay's receive and loop threads' CPU per stored
+ * zone) and idle_zone_ns (desc.on_demand, nothing listening).
  * Optional argument: zones per mode. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -70,11 +72,11 @@ static void* relay_main(void* arg) {
   return NULL;
 }
 
-static double thread_cpu_of(pthread_t th) {
-  clockid_t cid;
-  struct timespec ts;
-  if (pthread_getcpuclockid(th, &cid) != 0 || clock_gettime(cid, &ts) != 0) return 0;
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+/* The relay's ingest CPU: its UDP receive thread and its loop thread. */
+static double relay_cpu_s(tmk_relay* r) {
+  tmk_relay_totals t;
+  tmk_relay_get_stats(r, &t);
+  return (double)t.ingest_cpu_ns / 1e9;
 }
 
 static int relay_start(relay_thread* rt) {
@@ -165,7 +167,7 @@ static int run_phase(relay_thread* rp, phase* ph, void (*loop)(uint64_t), uint64
   memset(&d, 0, sizeof d);
   d.program = ph->name;
   d.relay_port = (uint16_t)rp->port;
-  r0 = thread_cpu_of(rp->th);
+  r0 = relay_cpu_s(rp->relay);
   c0 = self_cpu_s();
   rc = tmk_agent_init(&d, arena, arena_bytes);
   if (rc < 0) {
@@ -186,8 +188,8 @@ static int run_phase(relay_thread* rp, phase* ph, void (*loop)(uint64_t), uint64
   tmk_agent_get_stats(&ph->agent);
   tmk_agent_shutdown();
   ph->relay = settle(rp->relay, ph->agent.session_id);
-  ph->relay_cpu = thread_cpu_of(rp->th) - r0;
-  ph->client_cpu = self_cpu_s() - c0 - ph->relay_cpu; /* the process, less the relay's loop */
+  ph->relay_cpu = relay_cpu_s(rp->relay) - r0;
+  ph->client_cpu = self_cpu_s() - c0 - ph->relay_cpu; /* the process, less the relay's ingest */
   if (!ph->relay.found) {
     fprintf(stderr, "tmk-bench-load: the relay shows no session %016llx\n",
             (unsigned long long)ph->agent.session_id);
@@ -252,6 +254,13 @@ int main(int argc, char** argv) {
   pt.name = "tight";
   pn.name = "nested";
   if (run_phase(&rp, &pt, tmk_bench_tight, n) != 0 || run_phase(&rp, &pn, nested, n) != 0) rc = 1;
+  {
+    tmk_relay_totals t;
+    tmk_relay_get_stats(rp.relay, &t);
+    printf("bench-load: the relay's UDP receive queue held at most %.1f MiB; %llu datagrams "
+           "dropped by it\n", (double)t.udp_queue_peak / 1048576.0,
+           (unsigned long long)t.udp_queue_drops);
+  }
   relay_end(&rp);
   if (rc) return rc;
   idle = idle_zone_ns(n);

@@ -19,7 +19,7 @@ BIN = TMP = QEMU = PPC_SYNTH = DEMO = SENDTEST = BIG_ENDIAN = None
 RELAY = "telemark-relay"  # or telemark-relay-asan (ASan + UBSan build)
 FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--session-memory",
          "--reorder-window", "--log-level", "--clickhouse-spill", "--clickhouse-memory",
-         "--clickhouse-senders"]
+         "--clickhouse-senders", "--udp-queue", "--ingest-nice"]
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -157,6 +157,8 @@ def case_cli():
                      [["--clickhouse-senders", "0"], "--clickhouse-senders"],
                      [["--clickhouse-senders", "9"], "--clickhouse-senders"],
                      [["--clickhouse-senders", "2x"], "--clickhouse-senders"],
+                     [["--udp-queue", "512K"], "--udp-queue"], [["--udp-queue", "big"], "--udp-queue"],
+                     [["--ingest-nice", "20"], "--ingest-nice"], [["--ingest-nice", "-1"], "--ingest-nice"],
                      [["--listen"], "needs a value"]):
         p = subprocess.run([exe, *bad], capture_output=True, text=True, timeout=10)
         eq(p.returncode, 2, f"exit code for {bad}")
@@ -182,6 +184,13 @@ def case_cli():
                            capture_output=True, text=True, timeout=10)
         eq(p.returncode, 4, f"exit code for data dir {d} ({p.stderr})")
         check("--data-dir" in p.stderr, f"data dir message: {p.stderr!r}")
+    # The receive queue and the loop's priority as set, in GET /api/relay.
+    r = Relay("--udp-queue", "3M", "--ingest-nice", "12")
+    js = r.get("/api/relay")
+    eq(js["udp_queue"]["capacity"], 3 << 20, "udp_queue.capacity")
+    eq(js["udp_queue"]["drops"], 0, "udp_queue.drops")
+    eq(js["ingest_nice"], 12, "ingest_nice")
+    r.stop()
     # SIGINT: clean exit 0.
     r = Relay()
     eq(r.stop(signal.SIGINT), 0, "exit code after SIGINT")

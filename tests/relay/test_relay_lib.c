@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "relay_internal.h" /* the receive queue's unit test */
 #include "tmk_proto.h"
 #include "tmk_relay.h"
 #include "tmk_relay_web.h"
@@ -429,6 +430,122 @@ static void test_paused_session_kept(void** state) {
   finish(&rr);
 }
 
+/* ---- the UDP receive queue ----------------------------------------------------------------- */
+static struct sockaddr_in addr_port(uint16_t port) {
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+/* Datagrams come out whole, in order, with their sender, across the end of the ring; a full
+ * queue refuses and counts, and never holds more than its capacity. */
+static void test_udp_queue_ring(void** state) {
+  (void)state;
+  tmk__rxq q;
+  assert_int_equal(tmk__rxq_init(&q, 1000), TMK_EINVAL); /* no room for one 64 KiB datagram */
+  assert_int_equal(tmk__rxq_init(&q, (size_t)1 << 20), 0);
+  static uint8_t data[65536];
+  uint32_t pushed = 0, popped = 0;
+  uint64_t refused = 0;
+  /* sizes vary so that records end anywhere; the writer runs ahead until the queue is full */
+  for (int round = 0; round < 4000; round++) {
+    for (int k = 0; k < 3; k++) {
+      size_t len = 1 + (size_t)(pushed * 7919u % 50000u);
+      memset(data, (int)(pushed & 0xff), len);
+      struct sockaddr_in from = addr_port((uint16_t)(1000 + pushed % 5000));
+      if (tmk__rxq_push(&q, data, len, (const struct sockaddr*)&from, sizeof from) == 0) pushed++;
+      else refused++;
+      assert_true(tmk__rxq_bytes(&q) <= q.cap);
+    }
+    for (int k = 0; k < 2 + (round & 1); k++) {
+      size_t len;
+      const struct sockaddr* from;
+      const uint8_t* p = tmk__rxq_peek(&q, &len, &from);
+      if (!p) break;
+      assert_int_equal(len, 1 + (size_t)(popped * 7919u % 50000u));
+      assert_int_equal(p[0], popped & 0xff);
+      assert_int_equal(p[len - 1], popped & 0xff);
+      assert_int_equal(from->sa_family, AF_INET);
+      assert_int_equal(ntohs(((const struct sockaddr_in*)(const void*)from)->sin_port),
+                       1000 + popped % 5000);
+      tmk__rxq_pop(&q);
+      popped++;
+    }
+  }
+  assert_true(refused > 0); /* the writer outran the reader */
+  assert_true(pushed > 2 * (q.cap / 50000)); /* and wrapped around the ring */
+  assert_int_equal(q.drops, refused);
+  assert_int_equal(q.datagrams, pushed);
+  assert_true(q.peak <= q.cap);
+  while (tmk__rxq_peek(&q, &(size_t){0}, &(const struct sockaddr*){NULL})) {
+    tmk__rxq_pop(&q);
+    popped++;
+  }
+  assert_int_equal(popped, pushed);
+  assert_true(tmk__rxq_empty(&q));
+  struct sockaddr_in from = addr_port(1);
+  assert_int_equal(tmk__rxq_push(&q, data, 65537, (const struct sockaddr*)&from, sizeof from), -1);
+  tmk__rxq_free(&q);
+}
+
+/* A relay whose loop is not running yet (created, not run): its receive thread still takes
+ * every datagram off the socket into a 1 MiB queue, refuses and counts what does not fit, and
+ * the loop decodes what was queued once it runs: nothing accepted is lost. */
+static int queue_seen(const tmk_relay* r, uint64_t n) {
+  tmk__rxq_counters c;
+  tmk__udp_rx_counters(r->udp_rx, &c);
+  return c.datagrams + c.drops >= n;
+}
+
+static void test_udp_queue_full_loop_behind(void** state) {
+  (void)state;
+  tmk_relay_desc d;
+  memset(&d, 0, sizeof d);
+  d.listen_host = "127.0.0.1";
+  d.udp_queue_bytes = (size_t)1 << 20;
+  d.ingest_nice = -1;
+  running rr;
+  assert_int_equal(tmk_relay_create(&d, &rr.r), 0);
+  agent a;
+  agent_open(&a, tmk_relay_listen_port(rr.r), 0x9999aaaabbbbccccull);
+  agent_hello(&a);
+  for (uint64_t seq = 0; seq < 4; seq++) agent_data(&a, seq);
+  for (int i = 0; i < 1000 && !queue_seen(rr.r, 5); i++) sleep_ms(10);
+  /* 60,000-byte junk datagrams: a queued one takes 60,136 bytes, so 17 fit in 1 MiB beside the
+   * five small packets; sent a few at a time so that the socket buffer never overflows */
+  static uint8_t junk[60000];
+  memset(junk, 0xee, sizeof junk);
+  for (int i = 0; i < 40; i++) {
+    agent_send_raw(&a, junk, sizeof junk);
+    for (int w = 0; w < 1000 && !queue_seen(rr.r, 6 + (uint64_t)i); w++) sleep_ms(1);
+  }
+  tmk__rxq_counters c;
+  tmk__udp_rx_counters(rr.r->udp_rx, &c);
+  assert_int_equal(c.datagrams + c.drops, 45);
+  assert_int_equal(c.datagrams, 5 + 17);
+  assert_int_equal(c.drops, 40 - 17);
+  assert_true(c.peak <= c.capacity);
+  tmk_relay_totals t;
+  tmk_relay_get_stats(rr.r, &t);
+  assert_int_equal(t.udp_queue_drops, 23);
+  assert_int_equal(t.sessions, 0); /* nothing decoded yet */
+
+  assert_int_equal(pthread_create(&rr.th, NULL, run_main, rr.r), 0);
+  t = wait_totals(rr.r, garbage_at_least, 17);
+  assert_int_equal(t.garbage, 17);
+  t = wait_totals(rr.r, packets_at_least, 4);
+  assert_int_equal(t.sessions, 1);
+  assert_int_equal(t.sum.packets, 4);
+  assert_int_equal(t.sum.zones, 4 * 9);
+  tmk__udp_rx_counters(rr.r->udp_rx, &c);
+  assert_int_equal(c.bytes, 0);
+  close(a.fd);
+  finish(&rr);
+}
+
 static void test_lifecycle_edges(void** state) {
   (void)state;
   tmk_relay* r = NULL;
@@ -444,6 +561,15 @@ static void test_lifecycle_edges(void** state) {
   d.reorder_packets = 1; /* out of range */
   assert_int_equal(tmk_relay_create(&d, &r), TMK_EINVAL);
   assert_null(r);
+  d.reorder_packets = 0;
+  d.udp_queue_bytes = 4096; /* less than 1 MiB */
+  assert_int_equal(tmk_relay_create(&d, &r), TMK_EINVAL);
+  d.udp_queue_bytes = 0;
+  d.ingest_nice = 20;
+  assert_int_equal(tmk_relay_create(&d, &r), TMK_EINVAL);
+  d.ingest_nice = -2;
+  assert_int_equal(tmk_relay_create(&d, &r), TMK_EINVAL);
+  assert_null(r);
 }
 
 int main(void) {
@@ -452,6 +578,8 @@ int main(void) {
       cmocka_unit_test(test_loss_and_bad_input),
       cmocka_unit_test(test_two_relays),
       cmocka_unit_test(test_paused_session_kept),
+      cmocka_unit_test(test_udp_queue_ring),
+      cmocka_unit_test(test_udp_queue_full_loop_behind),
       cmocka_unit_test(test_lifecycle_edges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

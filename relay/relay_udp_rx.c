@@ -1,0 +1,286 @@
+/* relay_udp_rx.c — the UDP receive thread: it takes datagrams off the socket as soon as they
+ * arrive (recvmmsg) and appends them to a bounded queue in memory, which the loop decodes from.
+ * A loop that falls behind (a burst, --ingest-nice on a machine the game shares) then loses
+ * nothing to a full socket buffer; a full queue drops the datagram and counts it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "relay_internal.h"
+
+#define RX_BATCH 32            /* datagrams per recvmmsg call */
+#define RX_DGRAM (64 * 1024)   /* receive buffer per datagram: more than UDP can carry */
+#define RX_SLICE 32            /* datagrams the loop decodes before it turns to its other work */
+#define RX_WRAP UINT32_MAX     /* a record length that says: go on at the start of the queue */
+
+/* A queued datagram: this header, then len bytes, padded to 8. */
+typedef struct rx_hdr {
+  uint32_t len;
+  uint32_t alen;
+  struct sockaddr_storage from;
+} rx_hdr;
+
+struct tmk__udp_rx {
+  tmk_relay* relay;
+  int fd;                      /* the relay's UDP socket (libuv's handle sends on it) */
+  int wake[2];                 /* a byte on wake[1] stops the thread */
+  pthread_t th;
+  int running;
+  tmk__rxq q;
+  uint8_t* batch;              /* [rx] RX_BATCH receive buffers */
+  uv_async_t async;            /* rx -> loop: the queue has datagrams */
+  int async_open;
+  _Atomic uint64_t cpu_ns;     /* the thread's CPU time, as of its last wake-up */
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * The queue: one writer (the receive thread), one reader (the loop)
+ * ------------------------------------------------------------------------------------------- */
+static size_t rec_size(size_t len) { return (sizeof(rx_hdr) + len + 7) & ~(size_t)7; }
+
+int tmk__rxq_init(tmk__rxq* q, size_t cap) {
+  memset(q, 0, sizeof *q);
+  cap &= ~(size_t)7;
+  if (cap < rec_size(RX_DGRAM)) return TMK_EINVAL;
+  q->buf = malloc(cap);
+  if (!q->buf) return TMK_ENOMEM;
+  q->cap = cap;
+  return 0;
+}
+
+void tmk__rxq_free(tmk__rxq* q) {
+  free(q->buf);
+  q->buf = NULL;
+}
+
+int tmk__rxq_push(tmk__rxq* q, const void* p, size_t len, const struct sockaddr* from,
+                  uint32_t alen) {
+  const size_t need = rec_size(len);
+  const uint64_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
+  const uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+  size_t off = (size_t)(head % q->cap);
+  const size_t pad = q->cap - off < need ? q->cap - off : 0;
+  if (len > RX_DGRAM || alen > sizeof(struct sockaddr_storage) ||
+      head + pad + need - tail > q->cap) {
+    atomic_fetch_add_explicit(&q->drops, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&q->drop_bytes, len, memory_order_relaxed);
+    return -1;
+  }
+  if (pad) { /* the record does not fit before the end: mark the rest skipped */
+    const uint32_t wrap = RX_WRAP;
+    memcpy(q->buf + off, &wrap, sizeof wrap);
+    off = 0;
+  }
+  rx_hdr* h = (rx_hdr*)(void*)(q->buf + off);
+  h->len = (uint32_t)len;
+  h->alen = alen;
+  memcpy(&h->from, from, alen);
+  memcpy(h + 1, p, len);
+  const uint64_t used = head + pad + need - tail;
+  if (used > atomic_load_explicit(&q->peak, memory_order_relaxed))
+    atomic_store_explicit(&q->peak, used, memory_order_relaxed);
+  atomic_fetch_add_explicit(&q->datagrams, 1, memory_order_relaxed);
+  atomic_store_explicit(&q->head, head + pad + need, memory_order_release);
+  return 0;
+}
+
+const uint8_t* tmk__rxq_peek(tmk__rxq* q, size_t* len, const struct sockaddr** from) {
+  uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+  const uint64_t head = atomic_load_explicit(&q->head, memory_order_acquire);
+  if (tail == head) return NULL;
+  size_t off = (size_t)(tail % q->cap);
+  uint32_t l;
+  memcpy(&l, q->buf + off, sizeof l);
+  if (l == RX_WRAP) {
+    tail += q->cap - off;
+    atomic_store_explicit(&q->tail, tail, memory_order_release);
+    off = 0;
+  }
+  const rx_hdr* h = (const rx_hdr*)(const void*)(q->buf + off);
+  *len = h->len;
+  *from = (const struct sockaddr*)&h->from;
+  return (const uint8_t*)(h + 1);
+}
+
+void tmk__rxq_pop(tmk__rxq* q) {
+  const uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+  const rx_hdr* h = (const rx_hdr*)(const void*)(q->buf + tail % q->cap);
+  atomic_store_explicit(&q->tail, tail + rec_size(h->len), memory_order_release);
+}
+
+int tmk__rxq_empty(tmk__rxq* q) {
+  return atomic_load_explicit(&q->tail, memory_order_acquire) ==
+         atomic_load_explicit(&q->head, memory_order_acquire);
+}
+
+uint64_t tmk__rxq_bytes(tmk__rxq* q) {
+  return atomic_load_explicit(&q->head, memory_order_acquire) -
+         atomic_load_explicit(&q->tail, memory_order_acquire);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The thread
+ * ------------------------------------------------------------------------------------------- */
+/* Reads what the socket holds, up to RX_BATCH datagrams a call. Returns how many it queued or
+ * dropped; -1 when the socket failed for good. */
+static int read_socket(tmk__udp_rx* rx) {
+  int total = 0;
+#ifdef __linux__
+  struct mmsghdr m[RX_BATCH];
+  struct iovec iov[RX_BATCH];
+  struct sockaddr_storage from[RX_BATCH];
+  for (;;) {
+    memset(m, 0, sizeof m);
+    for (int i = 0; i < RX_BATCH; i++) {
+      iov[i].iov_base = rx->batch + (size_t)i * RX_DGRAM;
+      iov[i].iov_len = RX_DGRAM;
+      m[i].msg_hdr.msg_iov = &iov[i];
+      m[i].msg_hdr.msg_iovlen = 1;
+      m[i].msg_hdr.msg_name = &from[i];
+      m[i].msg_hdr.msg_namelen = sizeof from[i];
+    }
+    int n = recvmmsg(rx->fd, m, RX_BATCH, MSG_DONTWAIT, NULL);
+    if (n <= 0) return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                               errno != ECONNREFUSED && total == 0 ? -1 : total;
+    for (int i = 0; i < n; i++) {
+      if (m[i].msg_hdr.msg_flags & MSG_TRUNC) {
+        atomic_fetch_add(&rx->relay->garbage, 1);
+        continue;
+      }
+      tmk__rxq_push(&rx->q, iov[i].iov_base, m[i].msg_len,
+                    (const struct sockaddr*)&from[i], m[i].msg_hdr.msg_namelen);
+    }
+    total += n;
+    if (n < RX_BATCH) return total;
+  }
+#else
+  for (;;) {
+    struct sockaddr_storage from;
+    socklen_t alen = sizeof from;
+    ssize_t n = recvfrom(rx->fd, rx->batch, RX_DGRAM, MSG_DONTWAIT, (struct sockaddr*)&from,
+                         &alen);
+    if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && total == 0
+                          ? -1 : total;
+    tmk__rxq_push(&rx->q, rx->batch, (size_t)n, (const struct sockaddr*)&from, (uint32_t)alen);
+    total++;
+  }
+#endif
+}
+
+static void* rx_main(void* arg) {
+  tmk__udp_rx* rx = arg;
+  for (;;) {
+    struct pollfd p[2] = {{rx->fd, POLLIN, 0}, {rx->wake[0], POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[1].revents) break;
+    if (p[0].revents & POLLNVAL) break;
+    int n = read_socket(rx);
+    if (n > 0) uv_async_send(&rx->async);
+    atomic_store(&rx->cpu_ns, tmk__own_cpu_ns());
+    if (n < 0) {
+      tmk_relay__log(&rx->relay->log, TMK_LOG_ERROR, "udp receive failed: %s; UDP ingest stops",
+                     strerror(errno));
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* [loop] decodes a slice of the queue, and comes back after the loop's other work if more is
+ * waiting. */
+static void rx_ready(uv_async_t* h) {
+  tmk__udp_rx* rx = h->data;
+  size_t len;
+  const struct sockaddr* from;
+  const uint8_t* p;
+  for (int i = 0; i < RX_SLICE && (p = tmk__rxq_peek(&rx->q, &len, &from)); i++) {
+    tmk__ingest_packet(rx->relay, p, len, from);
+    tmk__rxq_pop(&rx->q);
+  }
+  if (!tmk__rxq_empty(&rx->q)) uv_async_send(&rx->async);
+}
+
+tmk__udp_rx* tmk__udp_rx_start(tmk_relay* r, int fd, size_t queue_bytes) {
+  tmk__udp_rx* rx = calloc(1, sizeof *rx);
+  if (!rx) return NULL;
+  rx->relay = r;
+  rx->fd = fd;
+  rx->wake[0] = rx->wake[1] = -1;
+  rx->batch = malloc((size_t)RX_BATCH * RX_DGRAM);
+  if (!rx->batch || tmk__rxq_init(&rx->q, queue_bytes) != 0 || pipe(rx->wake) != 0 ||
+      uv_async_init(r->loop, &rx->async, rx_ready) != 0) {
+    tmk__udp_rx_stop(rx);
+    tmk__udp_rx_free(rx);
+    return NULL;
+  }
+  rx->async_open = 1;
+  rx->async.data = rx;
+  if (pthread_create(&rx->th, NULL, rx_main, rx) != 0) {
+    tmk__udp_rx_stop(rx);
+    tmk__udp_rx_free(rx);
+    return NULL;
+  }
+  rx->running = 1;
+  return rx;
+}
+
+void tmk__udp_rx_stop(tmk__udp_rx* rx) {
+  if (!rx) return;
+  if (rx->running) {
+    const char b = 1;
+    while (write(rx->wake[1], &b, 1) < 0 && errno == EINTR) {
+    }
+    pthread_join(rx->th, NULL);
+    rx->running = 0;
+    /* What was received is decoded, not dropped: the loop's callback may not run again. */
+    size_t len;
+    const struct sockaddr* from;
+    const uint8_t* p;
+    while ((p = tmk__rxq_peek(&rx->q, &len, &from))) {
+      tmk__ingest_packet(rx->relay, p, len, from);
+      tmk__rxq_pop(&rx->q);
+    }
+  }
+  if (rx->async_open) {
+    uv_close((uv_handle_t*)&rx->async, NULL);
+    rx->async_open = 0;
+  }
+}
+
+void tmk__udp_rx_free(tmk__udp_rx* rx) {
+  if (!rx) return;
+  if (rx->wake[0] >= 0) close(rx->wake[0]);
+  if (rx->wake[1] >= 0) close(rx->wake[1]);
+  tmk__rxq_free(&rx->q);
+  free(rx->batch);
+  free(rx);
+}
+
+int tmk__udp_rx_backlog(tmk__udp_rx* rx) { return rx && !tmk__rxq_empty(&rx->q); }
+
+void tmk__udp_rx_counters(tmk__udp_rx* rx, tmk__rxq_counters* out) {
+  memset(out, 0, sizeof *out);
+  if (!rx) return;
+  out->capacity = rx->q.cap;
+  out->bytes = tmk__rxq_bytes(&rx->q);
+  out->peak = atomic_load(&rx->q.peak);
+  out->datagrams = atomic_load(&rx->q.datagrams);
+  out->drops = atomic_load(&rx->q.drops);
+  out->drop_bytes = atomic_load(&rx->q.drop_bytes);
+  out->cpu_ns = atomic_load(&rx->cpu_ns);
+}
+
+uint64_t tmk__own_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
