@@ -239,18 +239,24 @@ void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms);
 void tmk__ingest_packet(tmk_relay* r, const uint8_t* p, size_t len, const struct sockaddr* src);
 
 /* ---- relay_udp_rx.c ----------------------------------------------------------------------- */
-/* The queue between the UDP receive thread and the loop: records of (sender, datagram) in a
- * ring of `cap` bytes; one writer, one reader; a datagram that does not fit is dropped and
- * counted. Head and tail count bytes ever written and consumed. Exposed for its unit test. */
+/* The queue between the UDP receive thread and the loop: records of (sender, datagram) in
+ * blocks mapped as the backlog grows and given back as the loop catches up, at most `cap` bytes
+ * of blocks; one writer, one reader; a datagram that does not fit is dropped and counted.
+ * Exposed for its unit test. */
+typedef struct tmk__rxq_block tmk__rxq_block;
 typedef struct tmk__rxq {
-  uint8_t* buf;
-  size_t cap;
-  _Atomic uint64_t head, tail;
+  size_t cap, block;            /* bytes of blocks at most; bytes a block */
+  tmk__rxq_block* w;            /* [writer] the block it appends to */
+  tmk__rxq_block* r;            /* [reader] the block it reads, at roff */
+  size_t roff;
+  tmk__rxq_block* _Atomic spare; /* a finished block kept for the writer's next */
+  _Atomic uint64_t mapped;      /* bytes of blocks held now (spare included) */
+  _Atomic uint64_t queued;      /* bytes of records not yet popped */
   _Atomic uint64_t peak;        /* most bytes queued at once */
   _Atomic uint64_t datagrams;   /* queued, ever */
   _Atomic uint64_t drops, drop_bytes; /* refused by a full queue */
 } tmk__rxq;
-/* cap: bytes, rounded down to 8, room for at least one 64 KiB datagram. 0 or TMK_E*. */
+/* cap: bytes, at least two blocks (a block is cap/8 between 256 KiB and 1 MiB). 0 or TMK_E*. */
 int tmk__rxq_init(tmk__rxq* q, size_t cap);
 void tmk__rxq_free(tmk__rxq* q);
 /* [writer] 0, or -1 when full (counted). */
@@ -263,7 +269,7 @@ int tmk__rxq_empty(tmk__rxq* q);
 uint64_t tmk__rxq_bytes(tmk__rxq* q);
 
 typedef struct tmk__rxq_counters {
-  uint64_t capacity, bytes, peak, datagrams, drops, drop_bytes;
+  uint64_t capacity, memory, bytes, peak, datagrams, drops, drop_bytes;
   uint64_t cpu_ns;              /* the receive thread's CPU time, as of its last wake-up */
 } tmk__rxq_counters;
 typedef struct tmk__udp_rx tmk__udp_rx;

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,7 +18,6 @@
 #define RX_BATCH 32            /* datagrams per recvmmsg call */
 #define RX_DGRAM (64 * 1024)   /* receive buffer per datagram: more than UDP can carry */
 #define RX_SLICE 32            /* datagrams the loop decodes before it turns to its other work */
-#define RX_WRAP UINT32_MAX     /* a record length that says: go on at the start of the queue */
 
 /* A queued datagram: this header, then len bytes, padded to 8. */
 typedef struct rx_hdr {
@@ -40,89 +40,120 @@ struct tmk__udp_rx {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * The queue: one writer (the receive thread), one reader (the loop)
+ * The queue: one writer (the receive thread), one reader (the loop). Records never span blocks;
+ * the writer links a new block when one is full, the reader gives a finished block back as the
+ * spare (or unmaps it when there is one), so the memory held follows the backlog.
  * ------------------------------------------------------------------------------------------- */
+struct tmk__rxq_block {
+  _Atomic size_t fill;                     /* bytes of records published by the writer */
+  struct tmk__rxq_block* _Atomic next;     /* set once the writer has moved on */
+};
+#define BLOCK_DATA(b) ((uint8_t*)(b) + sizeof(tmk__rxq_block))
+
 static size_t rec_size(size_t len) { return (sizeof(rx_hdr) + len + 7) & ~(size_t)7; }
+
+static tmk__rxq_block* block_new(tmk__rxq* q) {
+  tmk__rxq_block* b = atomic_exchange(&q->spare, NULL);
+  if (!b) {
+    if (atomic_load(&q->mapped) + q->block > q->cap) return NULL;
+    void* m = mmap(NULL, q->block, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    b = m;
+    atomic_fetch_add(&q->mapped, q->block);
+  }
+  atomic_store_explicit(&b->fill, 0, memory_order_relaxed);
+  atomic_store_explicit(&b->next, NULL, memory_order_relaxed);
+  return b;
+}
+
+static void block_unmap(tmk__rxq* q, tmk__rxq_block* b) {
+  if (!b) return;
+  munmap(b, q->block);
+  atomic_fetch_sub(&q->mapped, q->block);
+}
 
 int tmk__rxq_init(tmk__rxq* q, size_t cap) {
   memset(q, 0, sizeof *q);
-  cap &= ~(size_t)7;
-  if (cap < rec_size(RX_DGRAM)) return TMK_EINVAL;
-  q->buf = malloc(cap);
-  if (!q->buf) return TMK_ENOMEM;
+  /* an eighth of the bound, between 256 KiB and 1 MiB: room for three 64 KiB datagrams at least */
+  size_t block = cap / 8 < ((size_t)256 << 10) ? (size_t)256 << 10
+               : cap / 8 > ((size_t)1 << 20)   ? (size_t)1 << 20 : cap / 8 & ~(size_t)4095;
+  if (cap < 2 * block) return TMK_EINVAL;
   q->cap = cap;
-  return 0;
+  q->block = block;
+  q->w = q->r = block_new(q);
+  return q->w ? 0 : TMK_ENOMEM;
 }
 
 void tmk__rxq_free(tmk__rxq* q) {
-  free(q->buf);
-  q->buf = NULL;
+  tmk__rxq_block* b = q->r;
+  while (b) {
+    tmk__rxq_block* next = atomic_load(&b->next);
+    block_unmap(q, b);
+    b = next;
+  }
+  block_unmap(q, atomic_exchange(&q->spare, NULL));
+  q->r = q->w = NULL;
 }
 
 int tmk__rxq_push(tmk__rxq* q, const void* p, size_t len, const struct sockaddr* from,
                   uint32_t alen) {
   const size_t need = rec_size(len);
-  const uint64_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
-  const uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
-  size_t off = (size_t)(head % q->cap);
-  const size_t pad = q->cap - off < need ? q->cap - off : 0;
-  if (len > RX_DGRAM || alen > sizeof(struct sockaddr_storage) ||
-      head + pad + need - tail > q->cap) {
-    atomic_fetch_add_explicit(&q->drops, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&q->drop_bytes, len, memory_order_relaxed);
-    return -1;
+  tmk__rxq_block* b = q->w;
+  size_t f = atomic_load_explicit(&b->fill, memory_order_relaxed);
+  if (len > RX_DGRAM || alen > sizeof(struct sockaddr_storage)) goto drop;
+  if (f + need > q->block - sizeof *b) {
+    tmk__rxq_block* nb = block_new(q);
+    if (!nb) goto drop;
+    atomic_store_explicit(&b->next, nb, memory_order_release);
+    q->w = b = nb;
+    f = 0;
   }
-  if (pad) { /* the record does not fit before the end: mark the rest skipped */
-    const uint32_t wrap = RX_WRAP;
-    memcpy(q->buf + off, &wrap, sizeof wrap);
-    off = 0;
-  }
-  rx_hdr* h = (rx_hdr*)(void*)(q->buf + off);
+  rx_hdr* h = (rx_hdr*)(void*)(BLOCK_DATA(b) + f);
   h->len = (uint32_t)len;
   h->alen = alen;
   memcpy(&h->from, from, alen);
   memcpy(h + 1, p, len);
-  const uint64_t used = head + pad + need - tail;
-  if (used > atomic_load_explicit(&q->peak, memory_order_relaxed))
-    atomic_store_explicit(&q->peak, used, memory_order_relaxed);
+  const uint64_t queued = atomic_fetch_add(&q->queued, need) + need;
+  if (queued > atomic_load_explicit(&q->peak, memory_order_relaxed))
+    atomic_store_explicit(&q->peak, queued, memory_order_relaxed);
   atomic_fetch_add_explicit(&q->datagrams, 1, memory_order_relaxed);
-  atomic_store_explicit(&q->head, head + pad + need, memory_order_release);
+  atomic_store_explicit(&b->fill, f + need, memory_order_release);
   return 0;
+drop:
+  atomic_fetch_add_explicit(&q->drops, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&q->drop_bytes, len, memory_order_relaxed);
+  return -1;
 }
 
 const uint8_t* tmk__rxq_peek(tmk__rxq* q, size_t* len, const struct sockaddr** from) {
-  uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
-  const uint64_t head = atomic_load_explicit(&q->head, memory_order_acquire);
-  if (tail == head) return NULL;
-  size_t off = (size_t)(tail % q->cap);
-  uint32_t l;
-  memcpy(&l, q->buf + off, sizeof l);
-  if (l == RX_WRAP) {
-    tail += q->cap - off;
-    atomic_store_explicit(&q->tail, tail, memory_order_release);
-    off = 0;
+  for (;;) {
+    tmk__rxq_block* b = q->r;
+    if (q->roff < atomic_load_explicit(&b->fill, memory_order_acquire)) {
+      const rx_hdr* h = (const rx_hdr*)(const void*)(BLOCK_DATA(b) + q->roff);
+      *len = h->len;
+      *from = (const struct sockaddr*)&h->from;
+      return (const uint8_t*)(h + 1);
+    }
+    tmk__rxq_block* next = atomic_load_explicit(&b->next, memory_order_acquire);
+    if (!next) return NULL;
+    /* the writer moved on after its last record in b: fill is final now */
+    if (q->roff < atomic_load_explicit(&b->fill, memory_order_acquire)) continue;
+    q->r = next;
+    q->roff = 0;
+    block_unmap(q, atomic_exchange(&q->spare, b));
   }
-  const rx_hdr* h = (const rx_hdr*)(const void*)(q->buf + off);
-  *len = h->len;
-  *from = (const struct sockaddr*)&h->from;
-  return (const uint8_t*)(h + 1);
 }
 
 void tmk__rxq_pop(tmk__rxq* q) {
-  const uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
-  const rx_hdr* h = (const rx_hdr*)(const void*)(q->buf + tail % q->cap);
-  atomic_store_explicit(&q->tail, tail + rec_size(h->len), memory_order_release);
+  const rx_hdr* h = (const rx_hdr*)(const void*)(BLOCK_DATA(q->r) + q->roff);
+  const size_t need = rec_size(h->len);
+  q->roff += need;
+  atomic_fetch_sub(&q->queued, need);
 }
 
-int tmk__rxq_empty(tmk__rxq* q) {
-  return atomic_load_explicit(&q->tail, memory_order_acquire) ==
-         atomic_load_explicit(&q->head, memory_order_acquire);
-}
+int tmk__rxq_empty(tmk__rxq* q) { return atomic_load(&q->queued) == 0; }
 
-uint64_t tmk__rxq_bytes(tmk__rxq* q) {
-  return atomic_load_explicit(&q->head, memory_order_acquire) -
-         atomic_load_explicit(&q->tail, memory_order_acquire);
-}
+uint64_t tmk__rxq_bytes(tmk__rxq* q) { return atomic_load(&q->queued); }
 
 /* ---------------------------------------------------------------------------------------------
  * The thread
@@ -271,6 +302,7 @@ void tmk__udp_rx_counters(tmk__udp_rx* rx, tmk__rxq_counters* out) {
   memset(out, 0, sizeof *out);
   if (!rx) return;
   out->capacity = rx->q.cap;
+  out->memory = atomic_load(&rx->q.mapped);
   out->bytes = tmk__rxq_bytes(&rx->q);
   out->peak = atomic_load(&rx->q.peak);
   out->datagrams = atomic_load(&rx->q.datagrams);

@@ -611,10 +611,11 @@ def case_version_reject():
 
 
 def case_garbage_flood():
-    # Stated bound: with --max-sessions 8 and --session-memory 1M the relay stays under 24 MiB
-    # resident whatever arrives: stores 8 x 1 MiB, reorder buffers <= 8 x 1 MiB, the recvmmsg
-    # buffer 2 MiB, TCP connection buffers, code and libc arenas.
-    r = Relay("--max-sessions", 8, "--session-memory", "1M")
+    # Stated bound: with --max-sessions 8, --session-memory 1M and --udp-queue 2M the relay
+    # stays under 24 MiB resident whatever arrives: stores 8 x 1 MiB, reorder buffers <= 8 x
+    # 1 MiB, the UDP receive queue 2 MiB and its recvmmsg buffers 2 MiB, TCP connection buffers,
+    # code and libc arenas.
+    r = Relay("--max-sessions", 8, "--session-memory", "1M", "--udp-queue", "2M")
     try:
         sid = "00000000000f10d0"
         synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 50, "--no-bye")
