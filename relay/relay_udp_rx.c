@@ -15,6 +15,10 @@
 
 #include "relay_internal.h"
 
+#ifndef MAP_POPULATE
+#define MAP_POPULATE 0 /* another system: pages fault in as they are first written */
+#endif
+
 #define RX_BATCH 32            /* datagrams per recvmmsg call */
 #define RX_DGRAM (64 * 1024)   /* receive buffer per datagram: more than UDP can carry */
 #define RX_SLICE 32            /* datagrams the loop decodes before it turns to its other work */
@@ -56,7 +60,9 @@ static tmk__rxq_block* block_new(tmk__rxq* q) {
   tmk__rxq_block* b = atomic_exchange(&q->spare, NULL);
   if (!b) {
     if (atomic_load(&q->mapped) + q->block > q->cap) return NULL;
-    void* m = mmap(NULL, q->block, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* faulted in by one call, not a page fault per 4 KiB on the receive thread */
+    void* m = mmap(NULL, q->block, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (m == MAP_FAILED) return NULL;
     b = m;
     atomic_fetch_add(&q->mapped, q->block);
