@@ -101,6 +101,7 @@ void tmk_relay_get_stats(tmk_relay* r, tmk_relay_totals* out) {
   tmk__udp_rx_counters(r->udp_rx, &q);
   out->udp_queue_drops = q.drops;
   out->udp_queue_peak = q.peak;
+  out->rx_cpu_ns = q.cpu_ns;
   out->ingest_cpu_ns = q.cpu_ns + atomic_load(&r->loop_cpu_ns);
   out->rejected_sessions = atomic_load(&r->rejected_sessions);
   out->unauthenticated = atomic_load(&r->unauthenticated);

@@ -2,7 +2,8 @@
  * loopback, HTTP off) and feeds it from 8 synthetic targets (threads sending pre-encoded packets
  * of bench/common's game-like stream over UDP); counters come from the relay's query API. Prints
  * RESULT zones_per_loop_cpu_s (zones decoded and stored per CPU second of the relay's loop
- * thread — its only busy thread — saturated), loss_ratio (packets lost at 5 M zones/s from 8
+ * thread, saturated), zones_per_ingest_cpu_s (the same per CPU second of the loop and the UDP
+ * receive thread together: all the relay spends on ingest), loss_ratio (packets lost at 5 M zones/s from 8
  * targets) and bytes_per_stored_zone (relay store memory). Then the saturated phase again on fresh
  * relays, alternating unkeyed and keyed (--key, PROTOCOL.md §2.1: every packet carries a MAC the
  * relay checks) three times each: zones_per_loop_cpu_s_keyed and, from the same alternation,
@@ -214,11 +215,19 @@ static double thread_cpu_s(pthread_t th) {
 
 
 /* Runs one phase: 8 senders, waits until the relay has accounted for every packet. */
+/* CPU seconds of the relay's UDP receive thread. */
+static double rx_cpu_s(tmk_relay* r) {
+  tmk_relay_totals t;
+  tmk_relay_get_stats(r, &t);
+  return (double)t.rx_cpu_ns / 1e9;
+}
+
 static int run_phase(tmk_relay* r, pthread_t loop, packets* pk, const uint64_t* sids,
-                     int rounds, double pps, double* cpu, sess_stats* total, double* wall) {
+                     int rounds, double pps, double* cpu, double* rx_cpu, sess_stats* total,
+                     double* wall) {
   int port = tmk_relay_listen_port(r);
   sender s[TARGETS];
-  double c0 = thread_cpu_s(loop), t0 = now_s();
+  double c0 = thread_cpu_s(loop), x0 = rx_cpu_s(r), t0 = now_s();
   for (int i = 0; i < TARGETS; i++) {
     s[i].pk = &pk[i];
     s[i].port = port;
@@ -250,6 +259,7 @@ static int run_phase(tmk_relay* r, pthread_t loop, packets* pk, const uint64_t* 
     prev = *total;
   }
   *cpu = thread_cpu_s(loop) - c0;
+  if (rx_cpu) *rx_cpu = rx_cpu_s(r) - x0;
   return 0;
 }
 
@@ -260,7 +270,7 @@ typedef struct driver {
   packets *p1, *p2;
   const uint64_t *s1, *s2;
   double zones_per_packet, pps5m;
-  double cpu1, wall1, cpu2, wall2;
+  double cpu1, rx1, wall1, cpu2, wall2;
   sess_stats t1, t2;
 } driver;
 
@@ -277,7 +287,7 @@ typedef struct one_phase {
 
 static void* drive_one(void* arg) {
   one_phase* o = arg;
-  run_phase(o->relay, o->loop, o->pk, o->sids, ROUNDS, o->pps, &o->cpu, &o->t, &o->wall);
+  run_phase(o->relay, o->loop, o->pk, o->sids, ROUNDS, o->pps, &o->cpu, NULL, &o->t, &o->wall);
   tmk_relay_stop(o->relay);
   return NULL;
 }
@@ -324,9 +334,10 @@ static void* drive(void* arg) {
    * the time; paced senders leave the relay a core of its own on a small machine, which
    * flat-out senders would not. zones_per_loop_cpu_s = zones stored / loop CPU seconds. */
   double pps40m = 40e6 / TARGETS / d->zones_per_packet;
-  run_phase(d->relay, d->loop, d->p1, d->s1, ROUNDS, pps40m, &d->cpu1, &d->t1, &d->wall1);
+  run_phase(d->relay, d->loop, d->p1, d->s1, ROUNDS, pps40m, &d->cpu1, &d->rx1, &d->t1,
+            &d->wall1);
   d->pps5m = 5e6 / TARGETS / d->zones_per_packet;
-  run_phase(d->relay, d->loop, d->p2, d->s2, 1, d->pps5m, &d->cpu2, &d->t2, &d->wall2);
+  run_phase(d->relay, d->loop, d->p2, d->s2, 1, d->pps5m, &d->cpu2, NULL, &d->t2, &d->wall2);
   tmk_relay_stop(d->relay);
   return NULL;
 }
@@ -373,14 +384,17 @@ int main(int argc, char** argv) {
   printf("bench-relay: %d targets over loopback UDP, %.0f zones/packet, %.2f wire bytes/zone\n",
          TARGETS, zones_per_packet, (double)b2 / (double)z2);
   printf("bench-relay: offered 40 M zones/s: %llu of %llu zones stored (%llu packets lost, "
-         "%llu zones dropped with a lost parent) in %.2f s wall, relay loop cpu %.2f s\n",
+         "%llu zones dropped with a lost parent) in %.2f s wall, relay loop cpu %.2f s, "
+         "receive thread cpu %.2f s\n",
          (unsigned long long)d.t1.zones, (unsigned long long)z1, (unsigned long long)d.t1.lost,
-         (unsigned long long)d.t1.orphans, d.wall1, d.cpu1);
+         (unsigned long long)d.t1.orphans, d.wall1, d.cpu1, d.rx1);
   printf("bench-relay: paced at 5 M zones/s (%.0f packets/s per target): %llu of %llu zones in "
          "%.2f s (relay loop cpu %.2f s), %llu of %llu packets lost\n",
          d.pps5m, (unsigned long long)d.t2.zones, (unsigned long long)z2, d.wall2, d.cpu2,
          (unsigned long long)d.t2.lost, (unsigned long long)(TARGETS * np2));
   printf("RESULT zones_per_loop_cpu_s=%.0f\n", d.cpu1 > 0 ? (double)d.t1.zones / d.cpu1 : 0.0);
+  printf("RESULT zones_per_ingest_cpu_s=%.0f\n",
+         d.cpu1 + d.rx1 > 0 ? (double)d.t1.zones / (d.cpu1 + d.rx1) : 0.0);
   printf("RESULT loss_ratio=%.6f\n",
          (double)(TARGETS * np2 - d.t2.packets) / (double)(TARGETS * np2));
   printf("RESULT bytes_per_stored_zone=%.2f\n",
