@@ -308,7 +308,8 @@ typedef struct tmk_relay_desc {
                                 is dropped and counted; 0 = 64 MiB, at least 1 MiB */
   int ingest_nice;           /* nice value of the thread that runs tmk_relay_run (Linux), so that
                                 decoding gives way to a game on the same machine; 0 = 10,
-                                -1 = leave it, 1..19 */
+                                -1 = leave it, 1..19; the thread keeps it after the run (an
+                                unprivileged process cannot raise it again) */
 } tmk_relay_desc;
 
 /* Creates a relay: binds UDP and TCP on listen_host:listen_port and starts the HTTP server
