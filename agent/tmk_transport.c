@@ -57,6 +57,12 @@ int tmk__transport_open(tmk__transport* tr, const tmk_agent_desc* desc, const ch
     tr->rx = rx;
     tr->rx_cap = rx_cap;
   }
+  if (!TMK_PORT_HAS_SOCKETS && !TMK_PORT_HAS_FILES && tr->kind != TMK_TRANSPORT_CALLBACK) {
+    /* (the one transport such a port has: one line for every other) */
+    tmk__agent_log(&tr->logger, TMK_SEV_ERROR,
+                   "this port has neither sockets nor files; use the callback transport");
+    return TMK_ENOTSUP;
+  }
   switch (tr->kind) {
     case TMK_TRANSPORT_AUTO:
     case TMK_TRANSPORT_UDP:
@@ -198,7 +204,8 @@ int tmk__transport_send(tmk__transport* tr, uint8_t* packet, size_t len, uint64_
   plen = tmk_proto_frame_prefix(prefix, len);
   if (plen < 0) return plen;
   memcpy(packet - plen, prefix, (size_t)plen);
-  switch (tr->kind) {
+  /* (a port with neither sockets nor files opens only the callback transport) */
+  switch (TMK_PORT_HAS_SOCKETS || TMK_PORT_HAS_FILES ? tr->kind : TMK_TRANSPORT_CALLBACK) {
 #if TMK_PORT_HAS_SOCKETS
     case TMK_TRANSPORT_TCP:
       if (tr->tcp_state != 2) return TMK_ECLOSED;
