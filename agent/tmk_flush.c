@@ -144,6 +144,10 @@ static int is_socket(const tmk__flusher* g) {
          (g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP);
 }
 
+/* Whether the relay refused this agent: only a relay on a socket can say so (REJECT), so a
+ * constant 0 on a port without sockets. */
+static int rejected(const tmk__flusher* g) { return TMK_PORT_HAS_SOCKETS && g->rejected; }
+
 /* The time a send is stamped with: only a socket transport uses it (TCP connection timing,
  * HELLO repeats), so a port without sockets does not read the clock for it. */
 static uint64_t send_ms(void) { return TMK_PORT_HAS_SOCKETS ? tmk__ms() : 0u; }
@@ -231,7 +235,7 @@ static int send_packet(void) {
     return 0;
   }
   g->seq++;
-  if (g->rejected) {
+  if (rejected(g)) {
     g->zones_unsent += zones;
     return 0;
   }
@@ -648,7 +652,7 @@ int tmk__send_hello(void) {
   h.label.ptr = g->label;
   h.label.len = (uint32_t)strlen(g->label);
   if (TMK_PORT_HAS_SOCKETS) g->last_hello_ms = send_ms(); /* only sockets repeat HELLO */
-  if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
+  if (rejected(g) || !tmk__transport_ready(&g->tr)) return 0;
   n = seal(g, tmk_proto_encode_hello(g->pkt, g->c.max_packet, g->c.session_id, &h));
   if (n < 0) return n;
   return tmk__transport_send(&g->tr, g->pkt, (size_t)n, g->last_hello_ms);
@@ -725,6 +729,7 @@ static void talk_to_relay(void) {
 int tmk__flush_open(const tmk__flush_config* c) {
   tmk__flusher* g = F = (tmk__flusher*)c->state;
   const tmk_agent_desc* d = &tmk__g.desc;
+  const uint8_t* key = TMK_NO_KEY ? NULL : c->key; /* (never set when TMK_NO_KEY) */
   int rc;
   memset(g, 0, sizeof *g);
   if (TMK_PORT_HAS_SOCKETS) { /* only a socket transport has a relay host */
@@ -740,11 +745,11 @@ int tmk__flush_open(const tmk__flush_config* c) {
   g->pkt = c->out + 3;
   g->lz4_on = c->lz4_state != NULL;
 #if !TMK_NO_KEY
-  g->keyed = c->key != NULL;
-  if (c->key) memcpy(g->key, c->key, TMK_PROTO_KEY_LEN);
+  g->keyed = key != NULL;
+  if (key) memcpy(g->key, key, TMK_PROTO_KEY_LEN);
 #endif
   tmk_proto_writer_init(&g->w, c->body,
-                        c->max_packet - TMK_PROTO_MAX_HEADER - (c->key ? TMK_PROTO_MAC_LEN : 0u));
+                        c->max_packet - TMK_PROTO_MAX_HEADER - (key ? TMK_PROTO_MAC_LEN : 0u));
   g->force_meta = 1;
   update_clock_extension(); /* from clk_ext 0: seeds the extension with the first reading */
   if (MS_TIMERS) ms_start(g);
@@ -754,7 +759,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
   if (rc == 0)
     tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %08x%08x over %s%s%s",
              (unsigned)(g->c.session_id >> 32), (unsigned)g->c.session_id, tmk__transport_name(&g->tr),
-             g->lz4_on ? ", lz4" : "", c->key ? ", keyed" : "");
+             g->lz4_on ? ", lz4" : "", key ? ", keyed" : "");
   return rc;
 }
 
@@ -791,7 +796,7 @@ void tmk__flush_set_team(unsigned bit, const char* name) {
 void tmk__flush_close(void) {
   tmk__flusher* g = F;
   int n;
-  if (!g->rejected) {
+  if (!rejected(g)) {
     n = seal(g, tmk_proto_encode_bye(g->pkt, g->c.max_packet, g->c.session_id));
     if (n > 0) tmk__transport_send(&g->tr, g->pkt, (size_t)n, send_ms());
   }
