@@ -641,7 +641,7 @@ int tmk__send_hello(void) {
   h.platform.len = (uint32_t)strlen(TMK_PORT_PLATFORM);
   h.arch.ptr = TMK_PORT_ARCH;
   h.arch.len = (uint32_t)strlen(TMK_PORT_ARCH);
-  h.big_endian = (uint8_t)tmk_proto_host_big_endian();
+  h.big_endian = (uint8_t)g->w.big_endian; /* the host's (tmk_proto_writer_init) */
   h.pointer_size = (uint8_t)sizeof(void*);
   h.timer_freq = tmk__g.freq;
   h.caps = (g->lz4_on ? TMK_CAP_LZ4 : 0u) | (is_socket(g) ? TMK_CAP_CONTROL : 0u) |

@@ -80,7 +80,7 @@ int tmk_proto_writer_init(tmk_proto_writer* w, void* body, size_t cap) {
   memset(w, 0, sizeof *w);
   w->buf = (uint8_t*)body;
   w->cap = (uint32_t)cap;
-  w->big_endian = tmk_proto_host_big_endian();
+  w->big_endian = tmk__host_big_endian();
   tmk_proto_writer_reset(w);
   return 0;
 }
@@ -791,7 +791,7 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
 static int tmk__ctl_open(tmk__ob* o, void* out, size_t cap, unsigned type, uint64_t session) {
   int hl;
   if (!out) return TMK_EINVAL;
-  hl = tmk__write_header((uint8_t*)out, cap, tmk_proto_host_big_endian() ? TMK_PKT_F_BIG_ENDIAN : 0,
+  hl = tmk__write_header((uint8_t*)out, cap, tmk__host_big_endian() ? TMK_PKT_F_BIG_ENDIAN : 0,
                          type, session, 0, 0, 0);
   if (hl < 0) return hl;
   o->p = (uint8_t*)out + hl;
