@@ -820,6 +820,8 @@ static const uint8_t tmk__hello_fields[] = {
     TMK__H(TMK__F_STR, build),         TMK__H(TMK__F_STR, label), 0};
 typedef char tmk__hello_fields_check[sizeof tmk__hello_fields == TMK__HELLO_TRAIL + 5 ? 1 : -1];
 
+typedef char tmk__shibboleth_check[sizeof TMK_PROTO_SHIBBOLETH == 9 ? 1 : -1];
+
 int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk_proto_hello* h) {
   tmk__ob o;
   int rc;
@@ -827,7 +829,7 @@ int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk
   if (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL)
     return TMK_ETOOBIG; /* §6.1 optional trailing fields */
   if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_HELLO, session_id)) < 0) return rc;
-  tmk__ob_str(&o, TMK_PROTO_SHIBBOLETH, sizeof TMK_PROTO_SHIBBOLETH - 1);
+  tmk__ob_bytes(&o, "\010" TMK_PROTO_SHIBBOLETH, 9); /* a string: its length (8), its bytes */
   if ((rc = tmk__ob_fields(&o, h, tmk__hello_fields, NULL, NULL)) < 0)
     return rc;
   if ((h->build.len || h->label.len) &&
