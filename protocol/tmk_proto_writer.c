@@ -95,9 +95,8 @@ void tmk_proto_writer_reset(tmk_proto_writer* w) {
   w->b_start = w->cap;
 }
 
-int tmk_proto_writer_empty(const tmk_proto_writer* w) {
-  return w->a_end == TMK__APREFIX && w->b_start == w->cap && w->npend == 0;
-}
+/* (len is 2, two empty stream lengths, exactly when both streams are empty: tmk__w_size) */
+int tmk_proto_writer_empty(const tmk_proto_writer* w) { return !w->sealed && w->len == 2; }
 
 static void tmk__w_size(tmk_proto_writer* w) {
   uint32_t a = w->a_end - TMK__APREFIX;
