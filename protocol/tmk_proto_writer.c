@@ -30,7 +30,20 @@ static void tmk__ob_u8(tmk__ob* o, unsigned b) {
     o->ok = 0;
 }
 
+static void tmk__ob_bytes(tmk__ob* o, const void* data, size_t n) {
+  if ((size_t)(o->end - o->p) >= n) {
+    if (n) memcpy(o->p, data, n);
+    o->p += n;
+  } else {
+    o->ok = 0;
+  }
+}
+
 static void tmk__ob_var(tmk__ob* o, uint64_t v) {
+#if TMK__SIZE_BUILD /* -Os: through a buffer and tmk__ob_bytes, the smaller code */
+  uint8_t t[10];
+  tmk__ob_bytes(o, t, (size_t)tmk_proto_varint_put(t, v));
+#else
   if (o->end - o->p >= 10) {
     o->p += tmk_proto_varint_put(o->p, v);
   } else {
@@ -43,15 +56,7 @@ static void tmk__ob_var(tmk__ob* o, uint64_t v) {
       o->ok = 0;
     }
   }
-}
-
-static void tmk__ob_bytes(tmk__ob* o, const void* data, size_t n) {
-  if ((size_t)(o->end - o->p) >= n) {
-    if (n) memcpy(o->p, data, n);
-    o->p += n;
-  } else {
-    o->ok = 0;
-  }
+#endif
 }
 
 static void tmk__ob_str(tmk__ob* o, const char* s, size_t n) {
@@ -173,7 +178,8 @@ static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
       case TMK__F_STR: {
         const tmk_proto_str* s = (const tmk_proto_str*)at;
         if (s->len > TMK_PROTO_MAX_STRING || (s->len && !s->ptr)) return TMK_EINVAL;
-        tmk__ob_str(o, s->len ? s->ptr : "", s->len);
+        tmk__ob_var(o, s->len); /* (checked above: not tmk__ob_str) */
+        tmk__ob_bytes(o, s->ptr, s->len); /* copies nothing when len is 0 */
         continue;
       }
       default: v = *(const uint64_t*)at; break; /* TMK__F_U64 */
