@@ -103,10 +103,13 @@ void tmk_proto_writer_reset(tmk_proto_writer* w) {
 /* (len is 2, two empty stream lengths, exactly when both streams are empty: tmk__w_size) */
 int tmk_proto_writer_empty(const tmk_proto_writer* w) { return !w->sealed && w->len == 2; }
 
+/* The varint length of a stream length (below 2^21: a body is at most 65,536 bytes). */
+static uint32_t tmk__len_size(uint32_t v) { return 1u + (v >= 0x80u) + (v >= 0x4000u); }
+
 static void tmk__w_size(tmk_proto_writer* w) {
   uint32_t a = w->a_end - TMK__APREFIX;
   uint32_t b = w->cap - w->b_start + (w->npend ? 1u : 0u);
-  w->len = tmk__varint_size(a) + tmk__varint_size(b) + a + b;
+  w->len = tmk__len_size(a) + tmk__len_size(b) + a + b;
 }
 
 static void tmk__w_open(tmk_proto_writer* w, tmk__ob* o) {
