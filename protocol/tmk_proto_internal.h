@@ -108,10 +108,15 @@ static inline int64_t tmk__u2i(uint64_t u) {
 #endif
 
 /* A fixed-width 64-bit field (session id, f64) in the packet's byte order (§3.4). */
-static inline void tmk__put_u64(uint8_t b[8], uint64_t v, int big_endian) {
+static inline void tmk__put_u64_inline(uint8_t b[8], uint64_t v, int big_endian) {
   int i;
   for (i = 0; i < 8; i++, v >>= 8) b[big_endian ? 7 - i : i] = (uint8_t)v;
 }
+#if TMK__SIZE_BUILD
+void tmk__put_u64(uint8_t b[8], uint64_t v, int big_endian); /* -Os: one copy (primitives) */
+#else
+#define tmk__put_u64 tmk__put_u64_inline
+#endif
 
 static inline uint64_t tmk__get_u64(const uint8_t* b, int big_endian) {
   uint64_t v = 0;
