@@ -570,9 +570,12 @@ static void account_drops(void) {
   g->no_thread_seen = cur;
 }
 
+/* Counts the rings' new drops, then writes the DROPS records of the reasons that changed (all
+ * that are not 0 when `all`). */
 static void emit_drops(int all) {
   int reason;
   rec r;
+  account_drops();
   for (reason = 0; reason < TMK_DROP_REASON_COUNT; reason++) {
     if (F->drops[reason] == F->drops_sent[reason] && !(all && F->drops[reason]))
       continue;
@@ -609,7 +612,6 @@ static void emit_meta(void) {
   r.u.clock.ticks = tmk__now_ticks();
   r.u.clock.unix_ns = tmk_port_unix_ns();
   emit(&r, NO_THREAD);
-  account_drops();
   emit_drops(1);
 }
 
@@ -848,7 +850,6 @@ int tmk__flush_cycle(int full) {
       tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_FREE);
     }
   }
-  account_drops();
   emit_drops(0);
   send_packet();
   return (int)(g->packets_sent - before);
