@@ -520,7 +520,7 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   if (d->ring_bytes) {
     ring_bytes = pow2_floor(d->ring_bytes);
     if (ring_bytes < 256) return TMK_EINVAL;
-    if (!d->max_threads) {
+    if (!d->max_threads && !TMK_PORT_ONE_THREAD) { /* (one slot: the room test below) */
       size_t fit = remaining / (ring_bytes + slot_bytes);
       threads = (uint32_t)(fit < threads ? fit : threads);
     }
