@@ -148,17 +148,25 @@ enum {
   TMK__F_F64,    /* a double's bits, fixed width in the packet's byte order (§3.4) */
   TMK__F_STR     /* a tmk_proto_str: varint length, bytes */
 };
+/* A field's kind may carry, times 16, the range its value (a string: its length) must be in,
+ * beyond what its type implies: an index into tmk__field_max. The site id is never 0. */
+enum { TMK__L_KIND = 1, TMK__L_SEV, TMK__L_COLOR, TMK__L_TEAM, TMK__L_PAYLOAD, TMK__L_ID };
+static const uint32_t tmk__field_max[] = {0xFFFFFFFFu, TMK_SITE_KIND_COUNT - 1, TMK_SEV_COUNT - 1,
+                                          0xFFFFFFu, TMK_PROTO_MAX_TEAMS - 1, TMK_PROTO_MAX_PAYLOAD,
+                                          0xFFFFFFFEu /* id - 1 */};
 /* Writes the fields `f` lists ((kind, offset) pairs up to a 0) of the struct at `base`. Event
  * times (TMK__F_DT) are coded from w's event cursor and the last one is stored in *time; w also
  * gives the byte order of TMK__F_F64. Returns 1 when a time was written, 0 when none, or
- * TMK_EINVAL for a string that is too long or has no bytes. */
+ * TMK_EINVAL for a string that is too long or has no bytes, or a value out of its field's range
+ * (the checks a record's fields need beyond their types: tmk__field_max). */
 static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
                           const tmk_proto_writer* w, uint64_t* time) {
   int timed = 0;
   for (; *f; f += 2) {
     const void* at = (const char*)base + f[1];
+    unsigned lim = f[0] >> 4u;
     uint64_t v;
-    switch (f[0]) {
+    switch (f[0] & 15u) {
       case TMK__F_U8: v = *(const uint8_t*)at; break;
       case TMK__F_BOOL: v = *(const uint8_t*)at != 0; break;
       case TMK__F_U32: v = *(const uint32_t*)at; break;
@@ -180,13 +188,15 @@ static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
       }
       case TMK__F_STR: {
         const tmk_proto_str* s = (const tmk_proto_str*)at;
-        if (s->len > TMK_PROTO_MAX_STRING || (s->len && !s->ptr)) return TMK_EINVAL;
+        if (s->len > TMK_PROTO_MAX_STRING || (s->len && !s->ptr) || s->len > tmk__field_max[lim])
+          return TMK_EINVAL;
         tmk__ob_var(o, s->len); /* (checked above: not tmk__ob_str) */
         tmk__ob_bytes(o, s->ptr, s->len); /* copies nothing when len is 0 */
         continue;
       }
       default: v = *(const uint64_t*)at; break; /* TMK__F_U64 */
     }
+    if ((uint32_t)v - (lim == TMK__L_ID) > tmk__field_max[lim]) return TMK_EINVAL;
     tmk__ob_var(o, v);
   }
   return timed;
@@ -205,19 +215,21 @@ static int tmk__w_fields(tmk_proto_writer* w, const void* base, const uint8_t* f
 }
 
 #define TMK__F(kind, member) (uint8_t)(kind), (uint8_t)offsetof(tmk_proto_record, member)
+#define TMK__FL(kind, lim, member) TMK__F((kind) | (lim) << 4, member)
 /* Each record: its tag, then (kind, offset) pairs, then 0 (§5.1, §5.2, §5.4 - §5.12). */
 static const uint8_t tmk__rec_fields[] = {
 #define TMK__R_SITE 0
-    TMK__TAG_SITE, TMK__F(TMK__F_U32, u.site.id), TMK__F(TMK__F_U8, u.site.kind),
-    TMK__F(TMK__F_U8, u.site.severity), TMK__F(TMK__F_U32, u.site.verbosity),
-    TMK__F(TMK__F_U32, u.site.color), TMK__F(TMK__F_U32, u.site.line),
+    TMK__TAG_SITE, TMK__FL(TMK__F_U32, TMK__L_ID, u.site.id),
+    TMK__FL(TMK__F_U8, TMK__L_KIND, u.site.kind), TMK__FL(TMK__F_U8, TMK__L_SEV, u.site.severity),
+    TMK__F(TMK__F_U32, u.site.verbosity), TMK__FL(TMK__F_U32, TMK__L_COLOR, u.site.color),
+    TMK__F(TMK__F_U32, u.site.line),
     TMK__F(TMK__F_STR, u.site.name), TMK__F(TMK__F_STR, u.site.file), 0,
 #define TMK__R_MARKER_BEGIN (TMK__R_SITE + 18)
     TMK__TAG_MARKER_BEGIN, TMK__F(TMK__F_U32, u.marker.site), TMK__F(TMK__F_DT, u.marker.time),
-    TMK__F(TMK__F_STR, u.marker.payload), 0,
+    TMK__FL(TMK__F_STR, TMK__L_PAYLOAD, u.marker.payload), 0,
 #define TMK__R_MARKER_END (TMK__R_MARKER_BEGIN + 8)
     TMK__TAG_MARKER_END, TMK__F(TMK__F_U32, u.marker.site), TMK__F(TMK__F_DT, u.marker.time),
-    TMK__F(TMK__F_STR, u.marker.payload), 0,
+    TMK__FL(TMK__F_STR, TMK__L_PAYLOAD, u.marker.payload), 0,
 #define TMK__R_FRAME (TMK__R_MARKER_END + 8)
     TMK__TAG_FRAME, TMK__F(TMK__F_U32, u.frame.site), TMK__F(TMK__F_DT, u.frame.time), 0,
 #define TMK__R_PLOT_I (TMK__R_FRAME + 6)
@@ -227,7 +239,8 @@ static const uint8_t tmk__rec_fields[] = {
     TMK__TAG_PLOT_D, TMK__F(TMK__F_U32, u.plot.site), TMK__F(TMK__F_DT, u.plot.time),
     TMK__F(TMK__F_F64, u.plot.d), 0,
 #define TMK__R_MESSAGE (TMK__R_PLOT_D + 8)
-    TMK__TAG_MESSAGE, TMK__F(TMK__F_U32, u.message.site), TMK__F(TMK__F_U8, u.message.severity),
+    TMK__TAG_MESSAGE, TMK__F(TMK__F_U32, u.message.site),
+    TMK__FL(TMK__F_U8, TMK__L_SEV, u.message.severity),
     TMK__F(TMK__F_U32, u.message.verbosity), TMK__F(TMK__F_DT, u.message.time),
     TMK__F(TMK__F_STR, u.message.text), 0,
 #define TMK__R_THREAD_NAME (TMK__R_MESSAGE + 12)
@@ -237,7 +250,8 @@ static const uint8_t tmk__rec_fields[] = {
 #define TMK__R_CLOCK (TMK__R_DROPS + 6)
     TMK__TAG_CLOCK, TMK__F(TMK__F_U64, u.clock.ticks), TMK__F(TMK__F_U64, u.clock.unix_ns), 0,
 #define TMK__R_TEAM (TMK__R_CLOCK + 6)
-    TMK__TAG_TEAM, TMK__F(TMK__F_U32, u.team.bit), TMK__F(TMK__F_STR, u.team.name), 0,
+    TMK__TAG_TEAM, TMK__FL(TMK__F_U32, TMK__L_TEAM, u.team.bit),
+    TMK__F(TMK__F_STR, u.team.name), 0,
 #define TMK__R_END (TMK__R_TEAM + 6)
 };
 /* Where each TMK_REC_* type's entry starts (0xFF: not written here); a plot with is_double
@@ -253,18 +267,6 @@ int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
   uint64_t time = 0;
   int timed;
   if (!w || !r || r->type > TMK_REC_TEAM_NAME || tmk__rec_at[r->type] == 0xFF) return TMK_EINVAL;
-  /* the checks a field's type does not imply */
-  if (r->type == TMK_REC_SITE) {
-    const tmk_proto_site* s = &r->u.site;
-    if (s->id == 0 || s->kind >= TMK_SITE_KIND_COUNT || s->severity >= TMK_SEV_COUNT ||
-        s->color > 0xFFFFFF)
-      return TMK_EINVAL;
-  }
-  if ((r->type == TMK_REC_MESSAGE && r->u.message.severity >= TMK_SEV_COUNT) ||
-      (r->type == TMK_REC_TEAM_NAME && r->u.team.bit >= TMK_PROTO_MAX_TEAMS) ||
-      ((r->type == TMK_REC_MARKER_BEGIN || r->type == TMK_REC_MARKER_END) &&
-       r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD))
-    return TMK_EINVAL;
   f = tmk__rec_fields + tmk__rec_at[r->type];
   if (r->type == TMK_REC_PLOT && r->u.plot.is_double) f += TMK__R_PLOT_D - TMK__R_PLOT_I;
   if ((timed = tmk__w_fields(w, r, f, &time)) <= 0) return timed;
