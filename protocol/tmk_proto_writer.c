@@ -735,42 +735,42 @@ size_t tmk_proto_lz4_state_size(void) {
 #endif
 }
 
+/* Joins the streams into the body (§5): varint A, varint N, the record stream (A bytes), the
+ * number stream (N bytes); b_start is then where it begins. Once: the writer is sealed. */
+static void tmk__seal(tmk_proto_writer* w) {
+  uint32_t a = w->a_end - TMK__APREFIX, b, body_at;
+  uint8_t lens[TMK__APREFIX];
+  unsigned pre;
+  if (w->sealed) return;
+  if (w->npend) { /* the last bits, zero-padded; room for this byte was kept */
+    w->buf[--w->b_start] = (uint8_t)w->nacc;
+    w->nacc = 0;
+    w->npend = 0;
+  }
+  b = w->cap - w->b_start;
+  pre = (unsigned)tmk_proto_varint_put(lens, a);
+  pre += (unsigned)tmk_proto_varint_put(lens + pre, b);
+  memmove(w->buf + w->a_end, w->buf + w->b_start, b);
+  body_at = TMK__APREFIX - pre;
+  memcpy(w->buf + body_at, lens, pre);
+  w->b_start = body_at; /* once sealed, b_start is where the joined body begins */
+  w->sealed = 1;
+  w->len = pre + a + b;
+}
+
 int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, void* out,
                      size_t out_cap, void* lz4_state) {
   uint8_t* o = (uint8_t*)out;
   unsigned flags;
-  uint64_t base;
-  uint32_t body_at;
   int hl;
   if (!w || !out) return TMK_EINVAL;
   flags = w->big_endian ? TMK_PKT_F_BIG_ENDIAN : 0;
-  base = w->base_time; /* 0 while !has_base (reset, and a put_zones that wrote none) */
-  if (!w->sealed) {
-    /* Body = varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
-    uint32_t a = w->a_end - TMK__APREFIX, b;
-    uint8_t lens[TMK__APREFIX];
-    unsigned pre;
-    if (w->npend) { /* the last bits, zero-padded; room for this byte was kept */
-      w->buf[--w->b_start] = (uint8_t)w->nacc;
-      w->nacc = 0;
-      w->npend = 0;
-    }
-    b = w->cap - w->b_start;
-    pre = (unsigned)tmk_proto_varint_put(lens, a);
-    pre += (unsigned)tmk_proto_varint_put(lens + pre, b);
-    memmove(w->buf + w->a_end, w->buf + w->b_start, b);
-    body_at = TMK__APREFIX - pre;
-    memcpy(w->buf + body_at, lens, pre);
-    w->b_start = body_at; /* once sealed, b_start is where the joined body begins */
-    w->sealed = 1;
-    w->len = pre + a + b;
-  } else {
-    body_at = w->b_start;
-  }
+  /* the base is 0 while !has_base (reset, and a put_zones that wrote none) */
 #if TMK__LZ4
+  tmk__seal(w);
   if (lz4_state && w->len >= 32) {
-    hl = tmk__write_header(o, out_cap, flags | TMK_PKT_F_LZ4, TMK_PKT_DATA, session_id, seq, base,
-                           w->len);
+    hl = tmk__write_header(o, out_cap, flags | TMK_PKT_F_LZ4, TMK_PKT_DATA, session_id, seq,
+                           w->base_time, w->len);
     if (hl > 0) {
       /* Only worth it if the compressed packet is smaller than the plain one. */
       size_t plain = (size_t)hl - tmk__varint_size(w->len) + w->len;
@@ -778,18 +778,22 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
       size_t limit = plain - (size_t)hl - 1;
       int c;
       if (limit > room) limit = room;
-      c = LZ4_compress_fast_extState(lz4_state, (const char*)w->buf + body_at, (char*)o + hl,
+      c = LZ4_compress_fast_extState(lz4_state, (const char*)w->buf + w->b_start, (char*)o + hl,
                                      (int)w->len, (int)limit, 1);
       if (c > 0) return hl + c;
     }
   }
+  hl = tmk__write_header(o, out_cap, flags, TMK_PKT_DATA, session_id, seq, w->base_time, 0);
 #else
+  /* The header first: its fields are the arguments, and w->len is the body's length sealed or
+   * not (tmk__w_size), so few values have to outlive the calls. */
   (void)lz4_state;
+  hl = tmk__write_header(o, out_cap, flags, TMK_PKT_DATA, session_id, seq, w->base_time, 0);
+  tmk__seal(w);
 #endif
-  hl = tmk__write_header(o, out_cap, flags, TMK_PKT_DATA, session_id, seq, base, 0);
   if (hl < 0) return hl;
   if (out_cap - (size_t)hl < w->len) return TMK_ENOSPC;
-  memcpy(o + hl, w->buf + body_at, w->len);
+  memcpy(o + hl, w->buf + w->b_start, w->len);
   return hl + (int)w->len;
 }
 
