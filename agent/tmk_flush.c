@@ -226,10 +226,10 @@ static int send_packet(void) {
   tmk_proto_writer_reset(&g->w);
   g->pkt_zones = 0;
   if (n < 0) {
-    /* the code, not tmk_strerror's text: its table is 1.2 KB on a board, and this cannot
-       happen with the agent's own limits */
-    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "packet encoding failed (%d)",
-                   n);
+    /* the code (negative: the log has no signed form), not tmk_strerror's text: its table is
+       1.2 KB on a board, and this cannot happen with the agent's own limits */
+    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "packet encoding failed (-%u)",
+                   (unsigned)-n);
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
     return 0;
