@@ -360,22 +360,28 @@ static void flush_batch(uint32_t thread) {
   uint64_t last = sort ? z[0].start : 0; /* z[i - 1].start */
 #endif
   for (i = 1; i < sort; i++) {
-    tmk_proto_zone v;
     size_t j = i;
-#if !defined(__OPTIMIZE_SIZE__)
+#if defined(__OPTIMIZE_SIZE__) /* -Os: by swaps, the smaller loop */
+    for (; j > 0 && zone_before(&z[j], &z[j - 1]); j--) {
+      tmk_proto_zone v = z[j];
+      z[j] = z[j - 1];
+      z[j - 1] = v;
+    }
+#else
+    tmk_proto_zone v;
     /* in place: most zones (a board skips the test). After a move z[i] is the zone that was
      * z[i - 1], so `last` holds on. */
     if (z[i].start > last || (z[i].start == last && z[i].depth >= z[i - 1].depth)) {
       last = z[i].start;
       continue;
     }
-#endif
     v = z[i];
     while (j > 0 && zone_before(&v, &z[j - 1])) {
       z[j] = z[j - 1];
       j--;
     }
     z[j] = v;
+#endif
   }
   while (off < n) { /* a zone that fits no packet is counted and skipped */
     int k = put(NULL, z + off, n - off, thread);
