@@ -285,16 +285,25 @@ void tmk__frame(tmk_site* site) {
 
 void tmk__plot_i(tmk_site* site, int64_t value) {
   tmk__thread* t = cur_thread();
+#if defined(__OPTIMIZE_SIZE__)
+  /* -Os: the same four words through push_event, the value as an 8-byte payload (a plot's
+   * entry is 4 words whatever its header's byte count says: tmk_flush.c) */
+  if (t) push_event(t, TMK__E_PLOT_I, 0, site, tmk__now_ticks(), &value, sizeof value);
+#else
   if (!t || !ring_reserve(t, 4)) return;
   ring_put(t, 0, entry_header(TMK__E_PLOT_I, 0, 0, 0));
   ring_put(t, 1, (uint64_t)(uintptr_t)site);
   ring_put(t, 2, tmk__now_ticks());
   ring_put(t, 3, (uint64_t)value);
   ring_commit(t, 4);
+#endif
 }
 
 void tmk__plot_d(tmk_site* site, double value) {
   tmk__thread* t = cur_thread();
+#if defined(__OPTIMIZE_SIZE__) /* -Os: as tmk__plot_i */
+  if (t) push_event(t, TMK__E_PLOT_D, 0, site, tmk__now_ticks(), &value, sizeof value);
+#else
   uint64_t bits;
   if (!t || !ring_reserve(t, 4)) return;
   memcpy(&bits, &value, sizeof bits);
@@ -303,6 +312,7 @@ void tmk__plot_d(tmk_site* site, double value) {
   ring_put(t, 2, tmk__now_ticks());
   ring_put(t, 3, bits);
   ring_commit(t, 4);
+#endif
 }
 
 void tmk__message(tmk_site* site, const char* text, size_t len) {
@@ -386,12 +396,12 @@ static uint32_t default_packet(const tmk_agent_desc* d, size_t arena_bytes) {
   return TMK_PROTO_DEFAULT_PACKET;
 }
 
-static uint8_t* carve(uint8_t** p, uint8_t* end, size_t n) {
-  uintptr_t a = ((uintptr_t)*p + 63u) & ~(uintptr_t)63u;
-  uint8_t* r = (uint8_t*)a;
-  if (r > end || (size_t)(end - r) < n) return NULL;
-  *p = r + n;
-  return r;
+/* Takes n bytes at *at, 64-byte aligned. *at may pass the arena's end (and wrap): the caller
+ * checks what was used, at - arena, against the arena's size before it touches any of it. */
+static void* carve(uintptr_t* at, size_t n) {
+  uintptr_t a = (*at + 63u) & ~(uintptr_t)63u;
+  *at = a + n;
+  return (void*)a;
 }
 
 #if TMK_PORT_HAS_THREADS
@@ -452,7 +462,7 @@ static void flusher_main(void* arg) {
 
 int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   tmk_agent_desc* d = &tmk__g.desc; /* checked and defaulted in place: no copy on the stack */
-  uint8_t *p, *end;
+  uintptr_t at = (uintptr_t)arena; /* where carve takes the next piece */
   uint32_t max_packet, body_cap, i, threads, ring_bytes, slot_bytes;
   tmk__flush_config fc;
   size_t lz4_size, remaining;
@@ -497,30 +507,30 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   fc.max_packet = max_packet;
   body_cap = max_packet - TMK_PROTO_MAX_HEADER - (d->key ? TMK_PROTO_MAC_LEN : 0u);
   fc.key = d->key;
-  p = (uint8_t*)arena;
-  end = p + bytes;
-  fc.state = carve(&p, end, tmk__flush_state_size());
-  fc.body = carve(&p, end, body_cap);
-  fc.out = carve(&p, end, max_packet + 3u);
+  fc.state = carve(&at, tmk__flush_state_size());
+  fc.body = (uint8_t*)carve(&at, body_cap);
+  fc.out = (uint8_t*)carve(&at, max_packet + 3u);
   if (TMK_PORT_HAS_SOCKETS) { /* only a socket receives (tmk__transport_recv) */
     fc.rx_cap = 512;
-    fc.rx = carve(&p, end, fc.rx_cap);
-    if (!fc.rx) return TMK_ENOMEM;
+    fc.rx = (uint8_t*)carve(&at, fc.rx_cap);
   }
   fc.batch_cap = bytes >= (256u << 10) ? 1024u : bytes >= (32u << 10) ? 256u : 16u;
-  fc.batch = (tmk_proto_zone*)(void*)carve(&p, end, fc.batch_cap * sizeof(tmk_proto_zone));
-  if (!fc.state || !fc.body || !fc.out || !fc.batch) return TMK_ENOMEM;
+  fc.batch = (tmk_proto_zone*)carve(&at, fc.batch_cap * sizeof(tmk_proto_zone));
+  if (at - (uintptr_t)arena > bytes) return TMK_ENOMEM; /* (the pieces are far below 2^31) */
+  remaining = bytes - (size_t)(at - (uintptr_t)arena);
   lz4_size = tmk_proto_lz4_state_size();
-  if (lz4_size && !d->no_compression && bytes >= (128u << 10))
-    fc.lz4_state = carve(&p, end, lz4_size);
-  remaining = p < end ? (size_t)(end - p) : 0;
+  if (lz4_size && !d->no_compression && bytes >= (128u << 10) &&
+      remaining >= lz4_size + ((0u - at) & 63u)) { /* (with its alignment) */
+    fc.lz4_state = carve(&at, lz4_size);
+    remaining = bytes - (size_t)(at - (uintptr_t)arena);
+  }
   slot_bytes = (uint32_t)((sizeof(tmk__thread) + 63u) & ~(size_t)63u) + 64u;
   threads = TMK_PORT_ONE_THREAD ? 1u : d->max_threads ? d->max_threads : 16u;
   if (threads > 0xFFFFu) return TMK_EINVAL; /* slot indices are 16-bit in the TLS value */
   if (d->ring_bytes) {
     ring_bytes = pow2_floor(d->ring_bytes);
     if (ring_bytes < 256) return TMK_EINVAL;
-    if (!d->max_threads) {
+    if (!d->max_threads && !TMK_PORT_ONE_THREAD) { /* (one slot: the room test below) */
       size_t fit = remaining / (ring_bytes + slot_bytes);
       threads = (uint32_t)(fit < threads ? fit : threads);
     }
@@ -536,19 +546,14 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
   }
   if (threads == 0 || (size_t)threads * (ring_bytes + slot_bytes) > remaining) return TMK_ENOMEM;
   tmk__g.slot_stride = (uint32_t)((sizeof(tmk__thread) + 63u) & ~(size_t)63u);
-  tmk__g.threads = (tmk__thread*)(void*)carve(&p, end, (size_t)threads * tmk__g.slot_stride);
-  if (!tmk__g.threads) return TMK_ENOMEM;
+  /* (they fit: slot_bytes holds 64 bytes for each piece's alignment) */
+  tmk__g.threads = (tmk__thread*)carve(&at, (size_t)threads * tmk__g.slot_stride);
   memset(tmk__g.threads, 0, (size_t)threads * tmk__g.slot_stride);
   for (i = 0; i < threads; i++) {
     tmk__thread* t = tmk__slot(i);
-    t->buf = (uint64_t*)(void*)carve(&p, end, ring_bytes);
-    if (!t->buf) {
-      threads = i;
-      break;
-    }
+    t->buf = (uint64_t*)carve(&at, ring_bytes);
     t->mask = ring_bytes / 8u - 1u;
   }
-  if (threads == 0) return TMK_ENOMEM;
   tmk__g.nthreads = threads;
   tmk__g.ring_words = ring_bytes / 8u;
 

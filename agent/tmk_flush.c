@@ -144,6 +144,10 @@ static int is_socket(const tmk__flusher* g) {
          (g->tr.kind == TMK_TRANSPORT_UDP || g->tr.kind == TMK_TRANSPORT_TCP);
 }
 
+/* Whether the relay refused this agent: only a relay on a socket can say so (REJECT), so a
+ * constant 0 on a port without sockets. */
+static int rejected(const tmk__flusher* g) { return TMK_PORT_HAS_SOCKETS && g->rejected; }
+
 /* The time a send is stamped with: only a socket transport uses it (TCP connection timing,
  * HELLO repeats), so a port without sockets does not read the clock for it. */
 static uint64_t send_ms(void) { return TMK_PORT_HAS_SOCKETS ? tmk__ms() : 0u; }
@@ -222,16 +226,16 @@ static int send_packet(void) {
   tmk_proto_writer_reset(&g->w);
   g->pkt_zones = 0;
   if (n < 0) {
-    /* the code, not tmk_strerror's text: its table is 1.2 KB on a board, and this cannot
-       happen with the agent's own limits */
-    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "packet encoding failed (%d)",
-                   n);
+    /* the code (negative: the log has no signed form), not tmk_strerror's text: its table is
+       1.2 KB on a board, and this cannot happen with the agent's own limits */
+    tmk__agent_log(&tmk__g.desc.logger, TMK_SEV_ERROR, "packet encoding failed (-%u)",
+                   (unsigned)-n);
     g->drops[TMK_DROP_SEND_FAILED]++;
     g->zones_unsent += zones;
     return 0;
   }
   g->seq++;
-  if (g->rejected) {
+  if (rejected(g)) {
     g->zones_unsent += zones;
     return 0;
   }
@@ -356,22 +360,28 @@ static void flush_batch(uint32_t thread) {
   uint64_t last = sort ? z[0].start : 0; /* z[i - 1].start */
 #endif
   for (i = 1; i < sort; i++) {
-    tmk_proto_zone v;
     size_t j = i;
-#if !defined(__OPTIMIZE_SIZE__)
+#if defined(__OPTIMIZE_SIZE__) /* -Os: by swaps, the smaller loop */
+    for (; j > 0 && zone_before(&z[j], &z[j - 1]); j--) {
+      tmk_proto_zone v = z[j];
+      z[j] = z[j - 1];
+      z[j - 1] = v;
+    }
+#else
+    tmk_proto_zone v;
     /* in place: most zones (a board skips the test). After a move z[i] is the zone that was
      * z[i - 1], so `last` holds on. */
     if (z[i].start > last || (z[i].start == last && z[i].depth >= z[i - 1].depth)) {
       last = z[i].start;
       continue;
     }
-#endif
     v = z[i];
     while (j > 0 && zone_before(&v, &z[j - 1])) {
       z[j] = z[j - 1];
       j--;
     }
     z[j] = v;
+#endif
   }
   while (off < n) { /* a zone that fits no packet is counted and skipped */
     int k = put(NULL, z + off, n - off, thread);
@@ -473,7 +483,10 @@ static void drain_thread(tmk__thread* t) {
     /* entries of types 1..6 name a call site (registered on first use); thread names do not */
     uint32_t id = type >= TMK__E_ZONE && type <= TMK__E_MESSAGE ? site_id(site) : 0;
     rec r;
-    memset(&r, 0, sizeof r); /* not needed (see emit), but smaller at -Os on Cortex-M4 */
+    /* Filled, not cleared (see emit). A frame, plot or marker record begins with this site and
+     * time, a message with this site: the common initial sequence of the union's structs. */
+    r.u.frame.site = id;
+    r.u.frame.time = time;
     if (len > TMK_PROTO_MAX_STRING) len = TMK_PROTO_MAX_STRING;
     switch (type) {
       case TMK__E_ZONE: {
@@ -491,16 +504,12 @@ static void drain_thread(tmk__thread* t) {
       }
       case TMK__E_FRAME:
         r.type = TMK_REC_FRAME;
-        r.u.frame.site = id;
-        r.u.frame.time = time;
         emit(&r, t->id);
         break;
       case TMK__E_PLOT_I:
       case TMK__E_PLOT_D: {
         uint64_t v = ring_word(t, tail + 3);
         r.type = TMK_REC_PLOT;
-        r.u.plot.site = id;
-        r.u.plot.time = time;
         r.u.plot.is_double = type == TMK__E_PLOT_D;
         r.u.plot.i = (int64_t)v;
         memcpy(&r.u.plot.d, &v, sizeof v);
@@ -510,8 +519,6 @@ static void drain_thread(tmk__thread* t) {
       case TMK__E_MARKER:
         ring_get_bytes(t, tail + 3, text, len);
         r.type = aux ? TMK_REC_MARKER_END : TMK_REC_MARKER_BEGIN;
-        r.u.marker.site = id;
-        r.u.marker.time = time;
         r.u.marker.payload.ptr = (const char*)text;
         r.u.marker.payload.len = len;
         emit(&r, t->id);
@@ -519,7 +526,6 @@ static void drain_thread(tmk__thread* t) {
       case TMK__E_MESSAGE:
         ring_get_bytes(t, tail + 3, text, len);
         r.type = TMK_REC_MESSAGE;
-        r.u.message.site = id;
         r.u.message.severity = (uint8_t)site->severity;
         r.u.message.verbosity = site->verbosity;
         r.u.message.time = time;
@@ -566,9 +572,12 @@ static void account_drops(void) {
   g->no_thread_seen = cur;
 }
 
+/* Counts the rings' new drops, then writes the DROPS records of the reasons that changed (all
+ * that are not 0 when `all`). */
 static void emit_drops(int all) {
   int reason;
   rec r;
+  account_drops();
   for (reason = 0; reason < TMK_DROP_REASON_COUNT; reason++) {
     if (F->drops[reason] == F->drops_sent[reason] && !(all && F->drops[reason]))
       continue;
@@ -605,7 +614,6 @@ static void emit_meta(void) {
   r.u.clock.ticks = tmk__now_ticks();
   r.u.clock.unix_ns = tmk_port_unix_ns();
   emit(&r, NO_THREAD);
-  account_drops();
   emit_drops(1);
 }
 
@@ -637,7 +645,7 @@ int tmk__send_hello(void) {
   h.platform.len = (uint32_t)strlen(TMK_PORT_PLATFORM);
   h.arch.ptr = TMK_PORT_ARCH;
   h.arch.len = (uint32_t)strlen(TMK_PORT_ARCH);
-  h.big_endian = (uint8_t)tmk_proto_host_big_endian();
+  h.big_endian = (uint8_t)g->w.big_endian; /* the host's (tmk_proto_writer_init) */
   h.pointer_size = (uint8_t)sizeof(void*);
   h.timer_freq = tmk__g.freq;
   h.caps = (g->lz4_on ? TMK_CAP_LZ4 : 0u) | (is_socket(g) ? TMK_CAP_CONTROL : 0u) |
@@ -648,7 +656,7 @@ int tmk__send_hello(void) {
   h.label.ptr = g->label;
   h.label.len = (uint32_t)strlen(g->label);
   if (TMK_PORT_HAS_SOCKETS) g->last_hello_ms = send_ms(); /* only sockets repeat HELLO */
-  if (g->rejected || !tmk__transport_ready(&g->tr)) return 0;
+  if (rejected(g) || !tmk__transport_ready(&g->tr)) return 0;
   n = seal(g, tmk_proto_encode_hello(g->pkt, g->c.max_packet, g->c.session_id, &h));
   if (n < 0) return n;
   return tmk__transport_send(&g->tr, g->pkt, (size_t)n, g->last_hello_ms);
@@ -725,6 +733,7 @@ static void talk_to_relay(void) {
 int tmk__flush_open(const tmk__flush_config* c) {
   tmk__flusher* g = F = (tmk__flusher*)c->state;
   const tmk_agent_desc* d = &tmk__g.desc;
+  const uint8_t* key = TMK_NO_KEY ? NULL : c->key; /* (never set when TMK_NO_KEY) */
   int rc;
   memset(g, 0, sizeof *g);
   if (TMK_PORT_HAS_SOCKETS) { /* only a socket transport has a relay host */
@@ -740,11 +749,11 @@ int tmk__flush_open(const tmk__flush_config* c) {
   g->pkt = c->out + 3;
   g->lz4_on = c->lz4_state != NULL;
 #if !TMK_NO_KEY
-  g->keyed = c->key != NULL;
-  if (c->key) memcpy(g->key, c->key, TMK_PROTO_KEY_LEN);
+  g->keyed = key != NULL;
+  if (key) memcpy(g->key, key, TMK_PROTO_KEY_LEN);
 #endif
   tmk_proto_writer_init(&g->w, c->body,
-                        c->max_packet - TMK_PROTO_MAX_HEADER - (c->key ? TMK_PROTO_MAC_LEN : 0u));
+                        c->max_packet - TMK_PROTO_MAX_HEADER - (key ? TMK_PROTO_MAC_LEN : 0u));
   g->force_meta = 1;
   update_clock_extension(); /* from clk_ext 0: seeds the extension with the first reading */
   if (MS_TIMERS) ms_start(g);
@@ -754,7 +763,7 @@ int tmk__flush_open(const tmk__flush_config* c) {
   if (rc == 0)
     tmk__agent_log(&d->logger, TMK_SEV_INFO, "session %08x%08x over %s%s%s",
              (unsigned)(g->c.session_id >> 32), (unsigned)g->c.session_id, tmk__transport_name(&g->tr),
-             g->lz4_on ? ", lz4" : "", c->key ? ", keyed" : "");
+             g->lz4_on ? ", lz4" : "", key ? ", keyed" : "");
   return rc;
 }
 
@@ -791,7 +800,7 @@ void tmk__flush_set_team(unsigned bit, const char* name) {
 void tmk__flush_close(void) {
   tmk__flusher* g = F;
   int n;
-  if (!g->rejected) {
+  if (!rejected(g)) {
     n = seal(g, tmk_proto_encode_bye(g->pkt, g->c.max_packet, g->c.session_id));
     if (n > 0) tmk__transport_send(&g->tr, g->pkt, (size_t)n, send_ms());
   }
@@ -843,7 +852,6 @@ int tmk__flush_cycle(int full) {
       tmk_port_store32_release(&t->state, (uint32_t)TMK__SLOT_FREE);
     }
   }
-  account_drops();
   emit_drops(0);
   send_packet();
   return (int)(g->packets_sent - before);

@@ -6,13 +6,15 @@
 
 #include "tmk_transport.h"
 
-/* Writes "telemark: " and then `fmt` (without that prefix). Supports %s, %.*s, %d, %u, %x with a
- * zero-padded width ("%08x": the only padding the agent's lines use); no 64-bit forms (a 64-bit
- * value is passed as two 32-bit words, "%08x%08x": no 64-bit division on 32-bit targets). Each
- * conversion becomes a run of characters that one loop copies, cut at 159 characters. */
+/* Writes "telemark: " and then `fmt` (without that prefix). Supports %s, %.*s, %u, %x with a
+ * zero-padded width ("%08x": the only padding the agent's lines use); no signed form (the one
+ * negative number the agent logs, a TMK_E* code, is written "-%u" of its negation) and no 64-bit
+ * forms (a 64-bit value is passed as two 32-bit words, "%08x%08x": no 64-bit division on 32-bit
+ * targets). Each conversion becomes a run of characters that one loop copies, cut at 159
+ * characters. */
 void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
   char buf[160];
-  char num[12]; /* digits, a sign, and zeros to pad up to a width of 11 */
+  char num[12]; /* digits, and zeros to pad up to a width of 11 */
   unsigned len = 10;
   va_list ap;
   if (!logger || !logger->fn) return;
@@ -37,18 +39,14 @@ void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
           s = va_arg(ap, const char*);
           if (!s) s = "(null)";
           break;
-        case 'd':
         case 'u':
         case 'x': {
           uint32_t v = va_arg(ap, unsigned), base = *fmt == 'x' ? 16u : 10u;
-          int neg = *fmt == 'd' && (int32_t)v < 0;
           char* q = num + sizeof num;
-          if (neg) v = 0u - v;
           do {
             *--q = "0123456789abcdef"[v % base];
             v /= base;
           } while ((v || (unsigned)(num + sizeof num - q) < width) && q > num + 1);
-          if (neg) *--q = '-';
           s = q;
           n = (unsigned)(num + sizeof num - q);
           break;

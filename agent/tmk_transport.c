@@ -9,8 +9,8 @@
 #define TCP_RETRY_MS 500u
 #define TCP_CONNECT_TIMEOUT_MS 2000u
 
+#if TMK_PORT_HAS_SOCKETS || TMK_PORT_HAS_FILES /* (else a macro: tmk_transport.h) */
 const char* tmk__transport_name(const tmk__transport* tr) {
-  if (!TMK_PORT_HAS_SOCKETS && !TMK_PORT_HAS_FILES) return "callback"; /* the only one it opens */
   switch (tr->kind) {
     case TMK_TRANSPORT_UDP: return "udp";
     case TMK_TRANSPORT_TCP: return "tcp";
@@ -19,6 +19,7 @@ const char* tmk__transport_name(const tmk__transport* tr) {
     default: return "auto";
   }
 }
+#endif
 
 /* ============================================================================================
  * Open / close
@@ -56,6 +57,12 @@ int tmk__transport_open(tmk__transport* tr, const tmk_agent_desc* desc, const ch
     tr->send_wait_ms = send_wait_ms;
     tr->rx = rx;
     tr->rx_cap = rx_cap;
+  }
+  if (!TMK_PORT_HAS_SOCKETS && !TMK_PORT_HAS_FILES && tr->kind != TMK_TRANSPORT_CALLBACK) {
+    /* (the one transport such a port has: one line for every other) */
+    tmk__agent_log(&tr->logger, TMK_SEV_ERROR,
+                   "this port has neither sockets nor files; use the callback transport");
+    return TMK_ENOTSUP;
   }
   switch (tr->kind) {
     case TMK_TRANSPORT_AUTO:
@@ -180,7 +187,6 @@ static int send_all_tcp(tmk__transport* tr, const uint8_t* p, size_t len, uint64
 #endif
 
 int tmk__transport_send(tmk__transport* tr, uint8_t* packet, size_t len, uint64_t now_ms) {
-  uint8_t prefix[3];
   int plen, rc;
   (void)now_ms;
 #if TMK_PORT_HAS_SOCKETS
@@ -195,10 +201,11 @@ int tmk__transport_send(tmk__transport* tr, uint8_t* packet, size_t len, uint64_
   }
 #endif
   /* Byte streams: varint length prefix written into the headroom before the packet. */
-  plen = tmk_proto_frame_prefix(prefix, len);
-  if (plen < 0) return plen;
-  memcpy(packet - plen, prefix, (size_t)plen);
-  switch (tr->kind) {
+  if (len == 0 || len > TMK_PROTO_MAX_PACKET) return TMK_ETOOBIG; /* (tmk_proto_frame_prefix) */
+  plen = 1 + (len >= 0x80u) + (len >= 0x4000u); /* its varint's size: len < 2^21 */
+  tmk_proto_varint_put(packet - plen, len);
+  /* (a port with neither sockets nor files opens only the callback transport) */
+  switch (TMK_PORT_HAS_SOCKETS || TMK_PORT_HAS_FILES ? tr->kind : TMK_TRANSPORT_CALLBACK) {
 #if TMK_PORT_HAS_SOCKETS
     case TMK_TRANSPORT_TCP:
       if (tr->tcp_state != 2) return TMK_ECLOSED;

@@ -50,7 +50,11 @@ static inline int tmk__transport_ready(const tmk__transport* tr) {
   return !TMK_PORT_HAS_SOCKETS || tr->kind != TMK_TRANSPORT_TCP || tr->tcp_state == 2;
 }
 /* Returns "udp", "tcp", "callback" or "file": an open transport's name (for logs). */
+#if TMK_PORT_HAS_SOCKETS || TMK_PORT_HAS_FILES
 const char* tmk__transport_name(const tmk__transport* tr);
+#else
+#define tmk__transport_name(tr) ((void)(tr), "callback") /* the only one such a port opens */
+#endif
 
 /* tmk_log.c: formats "telemark: " and fmt into a line for the game's logger (silent without
  * one). (The relay has its own tmk__log; the names differ so the two never meet.) */

@@ -100,11 +100,23 @@ static inline int64_t tmk__u2i(uint64_t u) {
   return u <= 0x7FFFFFFFFFFFFFFFull ? (int64_t)u : -(int64_t)(~u) - 1;
 }
 
+/* The host's byte order: a constant where the compiler tells it (GCC, Clang), else probed. */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__)
+#define tmk__host_big_endian() (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
+#else
+#define tmk__host_big_endian() tmk_proto_host_big_endian()
+#endif
+
 /* A fixed-width 64-bit field (session id, f64) in the packet's byte order (§3.4). */
-static inline void tmk__put_u64(uint8_t b[8], uint64_t v, int big_endian) {
+static inline void tmk__put_u64_inline(uint8_t b[8], uint64_t v, int big_endian) {
   int i;
   for (i = 0; i < 8; i++, v >>= 8) b[big_endian ? 7 - i : i] = (uint8_t)v;
 }
+#if TMK__SIZE_BUILD
+void tmk__put_u64(uint8_t b[8], uint64_t v, int big_endian); /* -Os: one copy (primitives) */
+#else
+#define tmk__put_u64 tmk__put_u64_inline
+#endif
 
 static inline uint64_t tmk__get_u64(const uint8_t* b, int big_endian) {
   uint64_t v = 0;

@@ -41,6 +41,12 @@ int tmk_proto_varint_get(const uint8_t* p, const uint8_t* end, uint64_t* v) {
   return TMK_EVARINT;
 }
 
+#if TMK__SIZE_BUILD
+__attribute__((noinline)) void tmk__put_u64(uint8_t b[8], uint64_t v, int big_endian) {
+  tmk__put_u64_inline(b, v, big_endian);
+}
+#endif
+
 /* =============================================================================================
  * Header (§2)
  * =========================================================================================== */

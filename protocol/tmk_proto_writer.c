@@ -30,7 +30,20 @@ static void tmk__ob_u8(tmk__ob* o, unsigned b) {
     o->ok = 0;
 }
 
+static void tmk__ob_bytes(tmk__ob* o, const void* data, size_t n) {
+  if ((size_t)(o->end - o->p) >= n) {
+    if (n) memcpy(o->p, data, n);
+    o->p += n;
+  } else {
+    o->ok = 0;
+  }
+}
+
 static void tmk__ob_var(tmk__ob* o, uint64_t v) {
+#if TMK__SIZE_BUILD /* -Os: through a buffer and tmk__ob_bytes, the smaller code */
+  uint8_t t[10];
+  tmk__ob_bytes(o, t, (size_t)tmk_proto_varint_put(t, v));
+#else
   if (o->end - o->p >= 10) {
     o->p += tmk_proto_varint_put(o->p, v);
   } else {
@@ -43,15 +56,7 @@ static void tmk__ob_var(tmk__ob* o, uint64_t v) {
       o->ok = 0;
     }
   }
-}
-
-static void tmk__ob_bytes(tmk__ob* o, const void* data, size_t n) {
-  if ((size_t)(o->end - o->p) >= n) {
-    if (n) memcpy(o->p, data, n);
-    o->p += n;
-  } else {
-    o->ok = 0;
-  }
+#endif
 }
 
 static void tmk__ob_str(tmk__ob* o, const char* s, size_t n) {
@@ -80,7 +85,7 @@ int tmk_proto_writer_init(tmk_proto_writer* w, void* body, size_t cap) {
   memset(w, 0, sizeof *w);
   w->buf = (uint8_t*)body;
   w->cap = (uint32_t)cap;
-  w->big_endian = tmk_proto_host_big_endian();
+  w->big_endian = tmk__host_big_endian();
   tmk_proto_writer_reset(w);
   return 0;
 }
@@ -95,14 +100,16 @@ void tmk_proto_writer_reset(tmk_proto_writer* w) {
   w->b_start = w->cap;
 }
 
-int tmk_proto_writer_empty(const tmk_proto_writer* w) {
-  return w->a_end == TMK__APREFIX && w->b_start == w->cap && w->npend == 0;
-}
+/* (len is 2, two empty stream lengths, exactly when both streams are empty: tmk__w_size) */
+int tmk_proto_writer_empty(const tmk_proto_writer* w) { return !w->sealed && w->len == 2; }
+
+/* The varint length of a stream length (below 2^21: a body is at most 65,536 bytes). */
+static uint32_t tmk__len_size(uint32_t v) { return 1u + (v >= 0x80u) + (v >= 0x4000u); }
 
 static void tmk__w_size(tmk_proto_writer* w) {
   uint32_t a = w->a_end - TMK__APREFIX;
   uint32_t b = w->cap - w->b_start + (w->npend ? 1u : 0u);
-  w->len = tmk__varint_size(a) + tmk__varint_size(b) + a + b;
+  w->len = tmk__len_size(a) + tmk__len_size(b) + a + b;
 }
 
 static void tmk__w_open(tmk_proto_writer* w, tmk__ob* o) {
@@ -141,17 +148,25 @@ enum {
   TMK__F_F64,    /* a double's bits, fixed width in the packet's byte order (§3.4) */
   TMK__F_STR     /* a tmk_proto_str: varint length, bytes */
 };
+/* A field's kind may carry, times 16, the range its value (a string: its length) must be in,
+ * beyond what its type implies: an index into tmk__field_max. The site id is never 0. */
+enum { TMK__L_KIND = 1, TMK__L_SEV, TMK__L_COLOR, TMK__L_TEAM, TMK__L_PAYLOAD, TMK__L_ID };
+static const uint32_t tmk__field_max[] = {0xFFFFFFFFu, TMK_SITE_KIND_COUNT - 1, TMK_SEV_COUNT - 1,
+                                          0xFFFFFFu, TMK_PROTO_MAX_TEAMS - 1, TMK_PROTO_MAX_PAYLOAD,
+                                          0xFFFFFFFEu /* id - 1 */};
 /* Writes the fields `f` lists ((kind, offset) pairs up to a 0) of the struct at `base`. Event
  * times (TMK__F_DT) are coded from w's event cursor and the last one is stored in *time; w also
  * gives the byte order of TMK__F_F64. Returns 1 when a time was written, 0 when none, or
- * TMK_EINVAL for a string that is too long or has no bytes. */
+ * TMK_EINVAL for a string that is too long or has no bytes, or a value out of its field's range
+ * (the checks a record's fields need beyond their types: tmk__field_max). */
 static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
                           const tmk_proto_writer* w, uint64_t* time) {
   int timed = 0;
   for (; *f; f += 2) {
     const void* at = (const char*)base + f[1];
+    unsigned lim = f[0] >> 4u;
     uint64_t v;
-    switch (f[0]) {
+    switch (f[0] & 15u) {
       case TMK__F_U8: v = *(const uint8_t*)at; break;
       case TMK__F_BOOL: v = *(const uint8_t*)at != 0; break;
       case TMK__F_U32: v = *(const uint32_t*)at; break;
@@ -173,12 +188,15 @@ static int tmk__ob_fields(tmk__ob* o, const void* base, const uint8_t* f,
       }
       case TMK__F_STR: {
         const tmk_proto_str* s = (const tmk_proto_str*)at;
-        if (s->len > TMK_PROTO_MAX_STRING || (s->len && !s->ptr)) return TMK_EINVAL;
-        tmk__ob_str(o, s->len ? s->ptr : "", s->len);
+        if (s->len > TMK_PROTO_MAX_STRING || (s->len && !s->ptr) || s->len > tmk__field_max[lim])
+          return TMK_EINVAL;
+        tmk__ob_var(o, s->len); /* (checked above: not tmk__ob_str) */
+        tmk__ob_bytes(o, s->ptr, s->len); /* copies nothing when len is 0 */
         continue;
       }
       default: v = *(const uint64_t*)at; break; /* TMK__F_U64 */
     }
+    if ((uint32_t)v - (lim == TMK__L_ID) > tmk__field_max[lim]) return TMK_EINVAL;
     tmk__ob_var(o, v);
   }
   return timed;
@@ -197,19 +215,21 @@ static int tmk__w_fields(tmk_proto_writer* w, const void* base, const uint8_t* f
 }
 
 #define TMK__F(kind, member) (uint8_t)(kind), (uint8_t)offsetof(tmk_proto_record, member)
+#define TMK__FL(kind, lim, member) TMK__F((kind) | (lim) << 4, member)
 /* Each record: its tag, then (kind, offset) pairs, then 0 (§5.1, §5.2, §5.4 - §5.12). */
 static const uint8_t tmk__rec_fields[] = {
 #define TMK__R_SITE 0
-    TMK__TAG_SITE, TMK__F(TMK__F_U32, u.site.id), TMK__F(TMK__F_U8, u.site.kind),
-    TMK__F(TMK__F_U8, u.site.severity), TMK__F(TMK__F_U32, u.site.verbosity),
-    TMK__F(TMK__F_U32, u.site.color), TMK__F(TMK__F_U32, u.site.line),
+    TMK__TAG_SITE, TMK__FL(TMK__F_U32, TMK__L_ID, u.site.id),
+    TMK__FL(TMK__F_U8, TMK__L_KIND, u.site.kind), TMK__FL(TMK__F_U8, TMK__L_SEV, u.site.severity),
+    TMK__F(TMK__F_U32, u.site.verbosity), TMK__FL(TMK__F_U32, TMK__L_COLOR, u.site.color),
+    TMK__F(TMK__F_U32, u.site.line),
     TMK__F(TMK__F_STR, u.site.name), TMK__F(TMK__F_STR, u.site.file), 0,
 #define TMK__R_MARKER_BEGIN (TMK__R_SITE + 18)
     TMK__TAG_MARKER_BEGIN, TMK__F(TMK__F_U32, u.marker.site), TMK__F(TMK__F_DT, u.marker.time),
-    TMK__F(TMK__F_STR, u.marker.payload), 0,
+    TMK__FL(TMK__F_STR, TMK__L_PAYLOAD, u.marker.payload), 0,
 #define TMK__R_MARKER_END (TMK__R_MARKER_BEGIN + 8)
     TMK__TAG_MARKER_END, TMK__F(TMK__F_U32, u.marker.site), TMK__F(TMK__F_DT, u.marker.time),
-    TMK__F(TMK__F_STR, u.marker.payload), 0,
+    TMK__FL(TMK__F_STR, TMK__L_PAYLOAD, u.marker.payload), 0,
 #define TMK__R_FRAME (TMK__R_MARKER_END + 8)
     TMK__TAG_FRAME, TMK__F(TMK__F_U32, u.frame.site), TMK__F(TMK__F_DT, u.frame.time), 0,
 #define TMK__R_PLOT_I (TMK__R_FRAME + 6)
@@ -219,7 +239,8 @@ static const uint8_t tmk__rec_fields[] = {
     TMK__TAG_PLOT_D, TMK__F(TMK__F_U32, u.plot.site), TMK__F(TMK__F_DT, u.plot.time),
     TMK__F(TMK__F_F64, u.plot.d), 0,
 #define TMK__R_MESSAGE (TMK__R_PLOT_D + 8)
-    TMK__TAG_MESSAGE, TMK__F(TMK__F_U32, u.message.site), TMK__F(TMK__F_U8, u.message.severity),
+    TMK__TAG_MESSAGE, TMK__F(TMK__F_U32, u.message.site),
+    TMK__FL(TMK__F_U8, TMK__L_SEV, u.message.severity),
     TMK__F(TMK__F_U32, u.message.verbosity), TMK__F(TMK__F_DT, u.message.time),
     TMK__F(TMK__F_STR, u.message.text), 0,
 #define TMK__R_THREAD_NAME (TMK__R_MESSAGE + 12)
@@ -229,7 +250,8 @@ static const uint8_t tmk__rec_fields[] = {
 #define TMK__R_CLOCK (TMK__R_DROPS + 6)
     TMK__TAG_CLOCK, TMK__F(TMK__F_U64, u.clock.ticks), TMK__F(TMK__F_U64, u.clock.unix_ns), 0,
 #define TMK__R_TEAM (TMK__R_CLOCK + 6)
-    TMK__TAG_TEAM, TMK__F(TMK__F_U32, u.team.bit), TMK__F(TMK__F_STR, u.team.name), 0,
+    TMK__TAG_TEAM, TMK__FL(TMK__F_U32, TMK__L_TEAM, u.team.bit),
+    TMK__F(TMK__F_STR, u.team.name), 0,
 #define TMK__R_END (TMK__R_TEAM + 6)
 };
 /* Where each TMK_REC_* type's entry starts (0xFF: not written here); a plot with is_double
@@ -245,18 +267,6 @@ int tmk_proto_put_record(tmk_proto_writer* w, const tmk_proto_record* r) {
   uint64_t time = 0;
   int timed;
   if (!w || !r || r->type > TMK_REC_TEAM_NAME || tmk__rec_at[r->type] == 0xFF) return TMK_EINVAL;
-  /* the checks a field's type does not imply */
-  if (r->type == TMK_REC_SITE) {
-    const tmk_proto_site* s = &r->u.site;
-    if (s->id == 0 || s->kind >= TMK_SITE_KIND_COUNT || s->severity >= TMK_SEV_COUNT ||
-        s->color > 0xFFFFFF)
-      return TMK_EINVAL;
-  }
-  if ((r->type == TMK_REC_MESSAGE && r->u.message.severity >= TMK_SEV_COUNT) ||
-      (r->type == TMK_REC_TEAM_NAME && r->u.team.bit >= TMK_PROTO_MAX_TEAMS) ||
-      ((r->type == TMK_REC_MARKER_BEGIN || r->type == TMK_REC_MARKER_END) &&
-       r->u.marker.payload.len > TMK_PROTO_MAX_PAYLOAD))
-    return TMK_EINVAL;
   f = tmk__rec_fields + tmk__rec_at[r->type];
   if (r->type == TMK_REC_PLOT && r->u.plot.is_double) f += TMK__R_PLOT_D - TMK__R_PLOT_I;
   if ((timed = tmk__w_fields(w, r, f, &time)) <= 0) return timed;
@@ -725,42 +735,42 @@ size_t tmk_proto_lz4_state_size(void) {
 #endif
 }
 
+/* Joins the streams into the body (§5): varint A, varint N, the record stream (A bytes), the
+ * number stream (N bytes); b_start is then where it begins. Once: the writer is sealed. */
+static void tmk__seal(tmk_proto_writer* w) {
+  uint32_t a = w->a_end - TMK__APREFIX, b, body_at;
+  uint8_t lens[TMK__APREFIX];
+  unsigned pre;
+  if (w->sealed) return;
+  if (w->npend) { /* the last bits, zero-padded; room for this byte was kept */
+    w->buf[--w->b_start] = (uint8_t)w->nacc;
+    w->nacc = 0;
+    w->npend = 0;
+  }
+  b = w->cap - w->b_start;
+  pre = (unsigned)tmk_proto_varint_put(lens, a);
+  pre += (unsigned)tmk_proto_varint_put(lens + pre, b);
+  memmove(w->buf + w->a_end, w->buf + w->b_start, b);
+  body_at = TMK__APREFIX - pre;
+  memcpy(w->buf + body_at, lens, pre);
+  w->b_start = body_at; /* once sealed, b_start is where the joined body begins */
+  w->sealed = 1;
+  w->len = pre + a + b;
+}
+
 int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, void* out,
                      size_t out_cap, void* lz4_state) {
   uint8_t* o = (uint8_t*)out;
   unsigned flags;
-  uint64_t base;
-  uint32_t body_at;
   int hl;
   if (!w || !out) return TMK_EINVAL;
   flags = w->big_endian ? TMK_PKT_F_BIG_ENDIAN : 0;
-  base = w->base_time; /* 0 while !has_base (reset, and a put_zones that wrote none) */
-  if (!w->sealed) {
-    /* Body = varint A, varint N, record stream (A bytes), number stream (N bytes) (§5). */
-    uint32_t a = w->a_end - TMK__APREFIX, b;
-    uint8_t lens[TMK__APREFIX];
-    unsigned pre;
-    if (w->npend) { /* the last bits, zero-padded; room for this byte was kept */
-      w->buf[--w->b_start] = (uint8_t)w->nacc;
-      w->nacc = 0;
-      w->npend = 0;
-    }
-    b = w->cap - w->b_start;
-    pre = (unsigned)tmk_proto_varint_put(lens, a);
-    pre += (unsigned)tmk_proto_varint_put(lens + pre, b);
-    memmove(w->buf + w->a_end, w->buf + w->b_start, b);
-    body_at = TMK__APREFIX - pre;
-    memcpy(w->buf + body_at, lens, pre);
-    w->b_start = body_at; /* once sealed, b_start is where the joined body begins */
-    w->sealed = 1;
-    w->len = pre + a + b;
-  } else {
-    body_at = w->b_start;
-  }
+  /* the base is 0 while !has_base (reset, and a put_zones that wrote none) */
 #if TMK__LZ4
+  tmk__seal(w);
   if (lz4_state && w->len >= 32) {
-    hl = tmk__write_header(o, out_cap, flags | TMK_PKT_F_LZ4, TMK_PKT_DATA, session_id, seq, base,
-                           w->len);
+    hl = tmk__write_header(o, out_cap, flags | TMK_PKT_F_LZ4, TMK_PKT_DATA, session_id, seq,
+                           w->base_time, w->len);
     if (hl > 0) {
       /* Only worth it if the compressed packet is smaller than the plain one. */
       size_t plain = (size_t)hl - tmk__varint_size(w->len) + w->len;
@@ -768,18 +778,22 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
       size_t limit = plain - (size_t)hl - 1;
       int c;
       if (limit > room) limit = room;
-      c = LZ4_compress_fast_extState(lz4_state, (const char*)w->buf + body_at, (char*)o + hl,
+      c = LZ4_compress_fast_extState(lz4_state, (const char*)w->buf + w->b_start, (char*)o + hl,
                                      (int)w->len, (int)limit, 1);
       if (c > 0) return hl + c;
     }
   }
+  hl = tmk__write_header(o, out_cap, flags, TMK_PKT_DATA, session_id, seq, w->base_time, 0);
 #else
+  /* The header first: its fields are the arguments, and w->len is the body's length sealed or
+   * not (tmk__w_size), so few values have to outlive the calls. */
   (void)lz4_state;
+  hl = tmk__write_header(o, out_cap, flags, TMK_PKT_DATA, session_id, seq, w->base_time, 0);
+  tmk__seal(w);
 #endif
-  hl = tmk__write_header(o, out_cap, flags, TMK_PKT_DATA, session_id, seq, base, 0);
   if (hl < 0) return hl;
   if (out_cap - (size_t)hl < w->len) return TMK_ENOSPC;
-  memcpy(o + hl, w->buf + body_at, w->len);
+  memcpy(o + hl, w->buf + w->b_start, w->len);
   return hl + (int)w->len;
 }
 
@@ -791,7 +805,7 @@ int tmk_proto_finish(tmk_proto_writer* w, uint64_t session_id, uint64_t seq, voi
 static int tmk__ctl_open(tmk__ob* o, void* out, size_t cap, unsigned type, uint64_t session) {
   int hl;
   if (!out) return TMK_EINVAL;
-  hl = tmk__write_header((uint8_t*)out, cap, tmk_proto_host_big_endian() ? TMK_PKT_F_BIG_ENDIAN : 0,
+  hl = tmk__write_header((uint8_t*)out, cap, tmk__host_big_endian() ? TMK_PKT_F_BIG_ENDIAN : 0,
                          type, session, 0, 0, 0);
   if (hl < 0) return hl;
   o->p = (uint8_t*)out + hl;
@@ -820,6 +834,8 @@ static const uint8_t tmk__hello_fields[] = {
     TMK__H(TMK__F_STR, build),         TMK__H(TMK__F_STR, label), 0};
 typedef char tmk__hello_fields_check[sizeof tmk__hello_fields == TMK__HELLO_TRAIL + 5 ? 1 : -1];
 
+typedef char tmk__shibboleth_check[sizeof TMK_PROTO_SHIBBOLETH == 9 ? 1 : -1];
+
 int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk_proto_hello* h) {
   tmk__ob o;
   int rc;
@@ -827,7 +843,7 @@ int tmk_proto_encode_hello(void* out, size_t cap, uint64_t session_id, const tmk
   if (h->build.len > TMK_PROTO_MAX_LABEL || h->label.len > TMK_PROTO_MAX_LABEL)
     return TMK_ETOOBIG; /* §6.1 optional trailing fields */
   if ((rc = tmk__ctl_open(&o, out, cap, TMK_PKT_HELLO, session_id)) < 0) return rc;
-  tmk__ob_str(&o, TMK_PROTO_SHIBBOLETH, sizeof TMK_PROTO_SHIBBOLETH - 1);
+  tmk__ob_bytes(&o, "\010" TMK_PROTO_SHIBBOLETH, 9); /* a string: its length (8), its bytes */
   if ((rc = tmk__ob_fields(&o, h, tmk__hello_fields, NULL, NULL)) < 0)
     return rc;
   if ((h->build.len || h->label.len) &&

@@ -389,8 +389,8 @@ static void log_lines_as_printf_writes_them(void** state) {
   long_text[sizeof long_text - 1] = 0;
   CHECK_LOG("agent up, %u thread slot(s) x %u-byte rings", 16u, 65536u);
   CHECK_LOG("session %08x%08x over %s%s%s", 0xabcdu, 0x12u, "callback", "", ", keyed");
-  CHECK_LOG("packet encoding failed (%d)", -28);
-  CHECK_LOG("%d %d %d %d", 0, 7, 2147483647, -2147483647 - 1);
+  CHECK_LOG("packet encoding failed (-%u)", 28u); /* a negative code: no signed form */
+  CHECK_LOG("%u %u %u", 0u, 7u, 2147483648u);
   CHECK_LOG("%u %x %08x %08x %x", 4294967295u, 0xdeadbeefu, 1u, 0x89abcdefu, 0u);
   CHECK_LOG("relay %.*s welcomed, %.*s.", 3, "1.2.3.4", 0, "dropped");
   CHECK_LOG("100%% %s", "done");
@@ -399,6 +399,8 @@ static void log_lines_as_printf_writes_them(void** state) {
   assert_string_equal(log_line, "telemark: (null)");
   tmk__agent_log(&lg, TMK_SEV_INFO, "odd %q end %");
   assert_string_equal(log_line, "telemark: odd ? end ?");
+  tmk__agent_log(&lg, TMK_SEV_INFO, "no %d", -3); /* not a form the agent's lines use */
+  assert_string_equal(log_line, "telemark: no ?");
 }
 
 static void runtime_level_and_mask(void** state) {
