@@ -4,7 +4,6 @@
  * nothing to a full socket buffer; a full queue drops the datagram and counts it. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +25,6 @@
 /* A queued datagram: this header, then len bytes, padded to 8. */
 typedef struct rx_hdr {
   uint32_t len;
-  uint32_t alen;
   struct sockaddr_storage from;
 } rx_hdr;
 
@@ -116,7 +114,6 @@ int tmk__rxq_push(tmk__rxq* q, const void* p, size_t len, const struct sockaddr*
   }
   rx_hdr* h = (rx_hdr*)(void*)(BLOCK_DATA(b) + f);
   h->len = (uint32_t)len;
-  h->alen = alen;
   memcpy(&h->from, from, alen);
   memcpy(h + 1, p, len);
   const uint64_t queued = atomic_fetch_add(&q->queued, need) + need;
@@ -234,16 +231,21 @@ static void* rx_main(void* arg) {
 
 /* [loop] decodes a slice of the queue, and comes back after the loop's other work if more is
  * waiting. */
-static void rx_ready(uv_async_t* h) {
-  tmk__udp_rx* rx = h->data;
+/* [loop] decodes up to max queued datagrams (SIZE_MAX: all); 1 when more are waiting. */
+static int decode_queued(tmk__udp_rx* rx, size_t max) {
   size_t len;
   const struct sockaddr* from;
   const uint8_t* p;
-  for (int i = 0; i < RX_SLICE && (p = tmk__rxq_peek(&rx->q, &len, &from)); i++) {
+  for (size_t i = 0; i < max && (p = tmk__rxq_peek(&rx->q, &len, &from)); i++) {
     tmk__ingest_packet(rx->relay, p, len, from);
     tmk__rxq_pop(&rx->q);
   }
-  if (!tmk__rxq_empty(&rx->q)) uv_async_send(&rx->async);
+  return !tmk__rxq_empty(&rx->q);
+}
+
+static void rx_ready(uv_async_t* h) {
+  tmk__udp_rx* rx = h->data;
+  if (decode_queued(rx, RX_SLICE)) uv_async_send(&rx->async);
 }
 
 tmk__udp_rx* tmk__udp_rx_start(tmk_relay* r, int fd, size_t queue_bytes) {
@@ -279,13 +281,7 @@ void tmk__udp_rx_stop(tmk__udp_rx* rx) {
     pthread_join(rx->th, NULL);
     rx->running = 0;
     /* What was received is decoded, not dropped: the loop's callback may not run again. */
-    size_t len;
-    const struct sockaddr* from;
-    const uint8_t* p;
-    while ((p = tmk__rxq_peek(&rx->q, &len, &from))) {
-      tmk__ingest_packet(rx->relay, p, len, from);
-      tmk__rxq_pop(&rx->q);
-    }
+    decode_queued(rx, SIZE_MAX);
   }
   if (rx->async_open) {
     uv_close((uv_handle_t*)&rx->async, NULL);
