@@ -140,8 +140,14 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
  * one owner (a store) that holds its session's lock.
  * ============================================================================================= */
 
-#define TMK__SLAB_BYTES (512u << 10)
-/* A full zone chunk, header included, so that 32 fill a slab (each block is rounded up to 64
+#define TMK__HUGE_PAGE ((size_t)2 << 20)
+/* `bytes` (a multiple of TMK__HUGE_PAGE) of zeroed memory at a TMK__HUGE_PAGE boundary, marked for
+ * transparent huge pages and faulted in where the kernel can; NULL when it has no memory. Free
+ * it with munmap. */
+void* tmk__map_huge(size_t bytes);
+
+#define TMK__SLAB_BYTES (2048u << 10)
+/* A full zone chunk, header included, so that 128 fill a slab (each block is rounded up to 64
  * bytes and the slab keeps 64 for its header). */
 #define TMK__SLAB_BLOCK 16320u
 

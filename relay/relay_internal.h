@@ -256,7 +256,8 @@ typedef struct tmk__rxq {
   _Atomic uint64_t datagrams;   /* queued, ever */
   _Atomic uint64_t drops, drop_bytes; /* refused by a full queue */
 } tmk__rxq;
-/* cap: bytes, at least two blocks (a block is cap/8 between 256 KiB and 1 MiB). 0 or TMK_E*. */
+/* cap: bytes, at least two blocks (a block is cap/8 between 256 KiB and 2 MiB, a 2 MiB one on a
+ * transparent huge page). 0 or TMK_E*. */
 int tmk__rxq_init(tmk__rxq* q, size_t cap);
 void tmk__rxq_free(tmk__rxq* q);
 /* [writer] 0, or -1 when full (counted). */

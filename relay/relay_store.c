@@ -16,8 +16,8 @@
 #define MIN_ZONES_PER_CHUNK 16 /* (sparse zones, 2^33 ticks apart, each need a chunk) */
 /* Stores with at least this budget that already hold SLAB_AFTER bytes take their full zone
  * chunks from slabs. What the slabs hold beyond the chunks (not counted in the budget: the
- * current slab's unused rest, < 512 KiB, and one emptied spare slab, 512 KiB) is then at most
- * what the store holds, and small beside a busy store. */
+ * current slab's unused rest, < 2 MiB, and one emptied spare slab, 2 MiB) is then at most 4 MiB,
+ * small beside the budget (>= 64 MiB) and a busy store. */
 #define SLAB_MIN_BUDGET ((size_t)64 << 20)
 #define SLAB_AFTER ((size_t)1 << 20)
 #define EVENT_CHUNK_BYTES 8192

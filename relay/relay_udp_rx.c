@@ -59,9 +59,10 @@ static tmk__rxq_block* block_new(tmk__rxq* q) {
   if (!b) {
     if (atomic_load(&q->mapped) + q->block > q->cap) return NULL;
     /* faulted in by one call, not a page fault per 4 KiB on the receive thread */
-    void* m = mmap(NULL, q->block, PROT_READ | PROT_WRITE,
+    void* m = q->block == TMK__HUGE_PAGE ? tmk__map_huge(q->block)
+            : mmap(NULL, q->block, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (m == MAP_FAILED) return NULL;
+    if (!m || m == MAP_FAILED) return NULL;
     b = m;
     atomic_fetch_add(&q->mapped, q->block);
   }
@@ -78,9 +79,10 @@ static void block_unmap(tmk__rxq* q, tmk__rxq_block* b) {
 
 int tmk__rxq_init(tmk__rxq* q, size_t cap) {
   memset(q, 0, sizeof *q);
-  /* an eighth of the bound, between 256 KiB and 1 MiB: room for three 64 KiB datagrams at least */
+  /* an eighth of the bound, between 256 KiB (room for three 64 KiB datagrams at least) and one
+   * huge page (2 MiB, from a bound of 16 MiB) */
   size_t block = cap / 8 < ((size_t)256 << 10) ? (size_t)256 << 10
-               : cap / 8 > ((size_t)1 << 20)   ? (size_t)1 << 20 : cap / 8 & ~(size_t)4095;
+               : cap / 8 > TMK__HUGE_PAGE      ? TMK__HUGE_PAGE : cap / 8 & ~(size_t)4095;
   if (cap < 2 * block) return TMK_EINVAL;
   q->cap = cap;
   q->block = block;
