@@ -102,17 +102,23 @@ static inline void put(chbuf* b, const void* v, size_t n) { tmk__chbuf_put(b, v,
 /* The staging buffer of zone runs: reserved whole, its pages populated by the kernel a window at
  * a time ahead of the writes (MADV_POPULATE_WRITE: Linux 5.14, glibc 2.35; on older kernels the
  * call fails and elsewhere it is not made: pages then fault in as they are written) instead of
- * one page fault per 4 KiB on the loop thread (docs/SCALE.md). */
+ * one page fault per 4 KiB on the loop thread (docs/SCALE.md). With a memory bound of HUGE_STAGING
+ * or more the buffer is on transparent huge pages (relay_slab.c) and the window is one of them;
+ * below that its 2 MiB steps would be too coarse for the bound on kept memory. */
 #define POPULATE_STEP ((size_t)256 << 10)
+#define HUGE_STAGING ((uint64_t)64 << 20)
 
-static int buf_map(chbuf* b, size_t cap) {
-  cap = (cap + 4095) & ~(size_t)4095;
-  void* m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return 0;
+static int buf_map(chbuf* b, size_t cap, int huge) {
+  size_t page = huge ? TMK__HUGE_PAGE : 4096;
+  cap = (cap + page - 1) & ~(page - 1);
+  void* m = huge ? tmk__map_huge(cap, 0)
+                 : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!m || m == MAP_FAILED) return 0;
   b->p = m;
   b->cap = cap;
   b->len = 0;
   b->mapped = 1; /* nothing populated yet; 1 keeps it nonzero */
+  b->step = huge ? TMK__HUGE_PAGE : POPULATE_STEP;
   return 1;
 }
 
@@ -120,7 +126,7 @@ static int buf_map(chbuf* b, size_t cap) {
 static inline void buf_populate(chbuf* b, size_t n) {
   if (!b->mapped || b->len + n <= b->mapped) return;
   size_t from = b->mapped & ~(size_t)4095;
-  size_t to = (b->len + n + POPULATE_STEP) & ~(POPULATE_STEP - 1);
+  size_t to = (b->len + n + b->step) & ~(b->step - 1);
   if (to > b->cap) to = b->cap;
 #ifdef MADV_POPULATE_WRITE
   if (to > from) madvise(b->p + from, to - from, MADV_POPULATE_WRITE);
@@ -823,10 +829,10 @@ static batch* stage(tmk__ch* ch) {
     ch->stage = b ? b : calloc(1, sizeof *ch->stage);
     if (!ch->stage) return NULL;
     ch->stage->first_ms = tmk__now_ms();
-    /* room for a full batch of zone runs up front: no reallocs (untouched pages cost nothing;
-     * 2 MiB-aligned buffers, for transparent huge pages, were tried: docs/SCALE.md) */
+    /* room for a full batch of zone runs up front: no reallocs (untouched pages cost nothing) */
     if (!ch->stage->seg[T_ZONE_RUNS].cap)
-      buf_map(&ch->stage->seg[T_ZONE_RUNS], ch->batch_bytes + 65536);
+      buf_map(&ch->stage->seg[T_ZONE_RUNS], ch->batch_bytes + 65536,
+              ch->queue_max >= HUGE_STAGING);
   }
   return ch->stage;
 }

@@ -15,6 +15,7 @@ typedef struct tmk__chbuf {
   int oom;       /* a growth failed: the buffer is incomplete */
   size_t mapped; /* > 0: p is an mmap of cap bytes (the sink's staging, relay_clickhouse.c) of
                     which the first `mapped` are populated */
+  size_t step;   /* when mapped: bytes populated at a time (a power of two) */
 } tmk__chbuf;
 
 /* Makes room for n more bytes. Returns 1, or 0 with oom set when memory runs out. */

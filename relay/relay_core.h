@@ -142,9 +142,9 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
 
 #define TMK__HUGE_PAGE ((size_t)2 << 20)
 /* `bytes` (a multiple of TMK__HUGE_PAGE) of zeroed memory at a TMK__HUGE_PAGE boundary, marked for
- * transparent huge pages and faulted in where the kernel can; NULL when it has no memory. Free
- * it with munmap. */
-void* tmk__map_huge(size_t bytes);
+ * transparent huge pages, and with populate = 1 faulted in by the kernel in one call where it
+ * can (MADV_POPULATE_WRITE); NULL when it has no memory. Free it with munmap. */
+void* tmk__map_huge(size_t bytes, int populate);
 
 #define TMK__SLAB_BYTES (2048u << 10)
 /* A full zone chunk, header included, so that 128 fill a slab (each block is rounded up to 64

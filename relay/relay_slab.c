@@ -4,7 +4,8 @@
  * slab whose last chunk is freed (the store evicts oldest first, so slabs empty in order) is kept
  * as the one spare and reused before a new one is mapped, so that a store at its budget, evicting
  * as fast as it stores, takes no fresh pages at all; emptied slabs beyond the spare go back to the
- * kernel. Also tmk__map_huge, which the UDP receive queue's blocks use. */
+ * kernel. Also tmk__map_huge, which the UDP receive queue's blocks and the
+ * ClickHouse sink's staging use. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MADV_* */
 #include <stdint.h>
 #include <sys/mman.h>
@@ -15,7 +16,7 @@
 #define MAP_ANONYMOUS MAP_ANON
 #endif
 
-void* tmk__map_huge(size_t bytes) {
+void* tmk__map_huge(size_t bytes, int populate) {
   size_t over = bytes + TMK__HUGE_PAGE;
   uint8_t* m = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
@@ -27,7 +28,9 @@ void* tmk__map_huge(size_t bytes) {
   madvise((void*)a, bytes, MADV_HUGEPAGE); /* refused where THP is off: 4 KiB pages then */
 #endif
 #ifdef MADV_POPULATE_WRITE
-  madvise((void*)a, bytes, MADV_POPULATE_WRITE); /* Linux 5.14+: faulted in by this one call */
+  if (populate) madvise((void*)a, bytes, MADV_POPULATE_WRITE); /* Linux 5.14+: one call */
+#else
+  (void)populate;
 #endif
   return (void*)a;
 }
@@ -42,7 +45,7 @@ struct tmk__slab {
 #define SLAB_HEADER ((sizeof(tmk__slab) + 63) & ~(size_t)63)
 
 /* A new slab, or NULL. */
-static tmk__slab* slab_map(void) { return (tmk__slab*)tmk__map_huge(TMK__SLAB_BYTES); }
+static tmk__slab* slab_map(void) { return (tmk__slab*)tmk__map_huge(TMK__SLAB_BYTES, 1); }
 
 /* Takes s out of the list of slabs holding blocks. */
 static void slab_unlink(tmk__slabs* sl, tmk__slab* s) {

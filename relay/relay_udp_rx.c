@@ -59,7 +59,7 @@ static tmk__rxq_block* block_new(tmk__rxq* q) {
   if (!b) {
     if (atomic_load(&q->mapped) + q->block > q->cap) return NULL;
     /* faulted in by one call, not a page fault per 4 KiB on the receive thread */
-    void* m = q->block == TMK__HUGE_PAGE ? tmk__map_huge(q->block)
+    void* m = q->block == TMK__HUGE_PAGE ? tmk__map_huge(q->block, 1)
             : mmap(NULL, q->block, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (!m || m == MAP_FAILED) return NULL;
