@@ -158,12 +158,11 @@ static inline uint64_t tmk__extend_clock(uint64_t raw) {
   if ((e & 1u) && !(lo64 >> (bits - 1))) v += 1ull << bits; /* wrapped since the flusher looked */
   return v;
 #else
-  /* bits is 8..32: m has `bits` ones, and hi << bits is taken in two steps (a shift by 32 is
-   * undefined in C) */
-  uint32_t hi = e >> 1, m = 0xFFFFFFFFu >> (32u - bits), lo = (uint32_t)raw & m;
-  uint64_t v = ((uint64_t)(hi >> (32u - bits)) << 32) | (hi << (bits - 1u) << 1) | lo;
-  if ((e & 1u) && !(lo >> (bits - 1u))) v += (uint64_t)m + 1u; /* wrapped: add 2^bits */
-  return v;
+  /* bits is 8..32; hi << bits is taken in two steps (a shift by 32 is undefined in C). A wrap
+   * adds 2^bits: 1 to hi (below 2^31) before it is shifted, a 32-bit add. */
+  uint32_t lo = (uint32_t)raw & (0xFFFFFFFFu >> (32u - bits));
+  uint32_t hi = (e >> 1) + ((e & 1u) && !(lo >> (bits - 1u))); /* wrapped since it looked */
+  return ((uint64_t)(hi >> (32u - bits)) << 32) | (hi << (bits - 1u) << 1) | lo;
 #endif
 }
 
