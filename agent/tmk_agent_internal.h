@@ -88,7 +88,7 @@ typedef struct tmk__agent {
   /* read by the hot path: keep together */
   uint32_t gen;     /* bumped by init and shutdown; TLS thread pointers of older gens are stale */
   uint32_t running;
-  uint32_t shift;   /* built-in timer: ticks = counter >> shift */
+  uint32_t shift;   /* built-in timer: ticks = counter >> shift (TMK__TICK_SHIFT) */
   uint32_t clk_bits;  /* clock override width when it wraps (8..32), else 0 */
   uint32_t clk_e;   /* extended clock bits (bits-1 .. bits+30), kept fresh by the flusher */
   uint32_t overflow;
@@ -166,9 +166,18 @@ static inline uint64_t tmk__extend_clock(uint64_t raw) {
 #endif
 }
 
+/* The built-in timer is scaled down to at most ~250 MHz (finer ticks cost wire bytes, not
+ * insight): a nanosecond counter by the constant 2, a calibrated one by what tmk_agent_init
+ * measured. */
+#if TMK_PORT_FAST_TICKS_NS
+#define TMK__TICK_SHIFT 2u
+#else
+#define TMK__TICK_SHIFT tmk__g.shift
+#endif
+
 /* Returns the agent's time in ticks (what zones record). */
 static inline uint64_t tmk__now_ticks_inline(void) {
-  if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk__shr64(tmk_port_fast_ticks(), tmk__g.shift);
+  if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk__shr64(tmk_port_fast_ticks(), TMK__TICK_SHIFT);
   if (tmk__g.clk_bits == 0) return tmk__g.clk_fn(tmk__g.clk_user);
   return tmk__extend_clock(tmk__g.clk_fn(tmk__g.clk_user));
 }
