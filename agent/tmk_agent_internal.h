@@ -171,6 +171,7 @@ static inline uint64_t tmk__extend_clock(uint64_t raw) {
  * measured. */
 #if TMK_PORT_FAST_TICKS_NS
 #define TMK__TICK_SHIFT 2u
+typedef char tmk__tick_shift_check[1000000000u >> TMK__TICK_SHIFT == 250000000u ? 1 : -1];
 #else
 #define TMK__TICK_SHIFT tmk__g.shift
 #endif
