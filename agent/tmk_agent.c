@@ -564,16 +564,16 @@ int tmk_agent_init(const tmk_agent_desc* desc, void* arena, size_t bytes) {
     tmk__g.clk_user = d->clock.user_data;
     tmk__g.clk_fn = d->clock.fn; /* tmk__flush_open seeds the extension of a wrapping one */
   } else {
-    /* Scale a fast counter down to at most ~250 MHz: finer ticks cost wire bytes, not insight. */
 #if TMK_PORT_FAST_TICKS_NS
-    uint64_t f = 1000000000u;
+    tmk__g.freq = 1000000000u >> TMK__TICK_SHIFT; /* 250 MHz */
 #else
+    /* Scale a fast counter down to at most ~250 MHz (TMK__TICK_SHIFT). */
     uint64_t f = tmk_port_fast_ticks_calibrate();
-#endif
-    uint32_t shift = 0; /* a local: with the nanosecond clock, all of this is a constant */
+    uint32_t shift = 0;
     while ((f >> shift) > 250000000u) shift++;
     tmk__g.shift = shift;
     tmk__g.freq = f >> shift;
+#endif
   }
 
   fc.session_id = tmk_port_random64();

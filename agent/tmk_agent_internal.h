@@ -88,7 +88,7 @@ typedef struct tmk__agent {
   /* read by the hot path: keep together */
   uint32_t gen;     /* bumped by init and shutdown; TLS thread pointers of older gens are stale */
   uint32_t running;
-  uint32_t shift;   /* built-in timer: ticks = counter >> shift */
+  uint32_t shift;   /* built-in timer: ticks = counter >> shift (TMK__TICK_SHIFT) */
   uint32_t clk_bits;  /* clock override width when it wraps (8..32), else 0 */
   uint32_t clk_e;   /* extended clock bits (bits-1 .. bits+30), kept fresh by the flusher */
   uint32_t overflow;
@@ -158,18 +158,27 @@ static inline uint64_t tmk__extend_clock(uint64_t raw) {
   if ((e & 1u) && !(lo64 >> (bits - 1))) v += 1ull << bits; /* wrapped since the flusher looked */
   return v;
 #else
-  /* bits is 8..32: m has `bits` ones, and hi << bits is taken in two steps (a shift by 32 is
-   * undefined in C) */
-  uint32_t hi = e >> 1, m = 0xFFFFFFFFu >> (32u - bits), lo = (uint32_t)raw & m;
-  uint64_t v = ((uint64_t)(hi >> (32u - bits)) << 32) | (hi << (bits - 1u) << 1) | lo;
-  if ((e & 1u) && !(lo >> (bits - 1u))) v += (uint64_t)m + 1u; /* wrapped: add 2^bits */
-  return v;
+  /* bits is 8..32; hi << bits is taken in two steps (a shift by 32 is undefined in C). A wrap
+   * adds 2^bits: 1 to hi (below 2^31) before it is shifted, a 32-bit add. */
+  uint32_t lo = (uint32_t)raw & (0xFFFFFFFFu >> (32u - bits));
+  uint32_t hi = (e >> 1) + ((e & 1u) && !(lo >> (bits - 1u))); /* wrapped since it looked */
+  return ((uint64_t)(hi >> (32u - bits)) << 32) | (hi << (bits - 1u) << 1) | lo;
 #endif
 }
 
+/* The built-in timer is scaled down to at most ~250 MHz (finer ticks cost wire bytes, not
+ * insight): a nanosecond counter by the constant 2, a calibrated one by what tmk_agent_init
+ * measured. */
+#if TMK_PORT_FAST_TICKS_NS
+#define TMK__TICK_SHIFT 2u
+typedef char tmk__tick_shift_check[1000000000u >> TMK__TICK_SHIFT == 250000000u ? 1 : -1];
+#else
+#define TMK__TICK_SHIFT tmk__g.shift
+#endif
+
 /* Returns the agent's time in ticks (what zones record). */
 static inline uint64_t tmk__now_ticks_inline(void) {
-  if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk__shr64(tmk_port_fast_ticks(), tmk__g.shift);
+  if (TMK__LIKELY(tmk__g.clk_fn == NULL)) return tmk__shr64(tmk_port_fast_ticks(), TMK__TICK_SHIFT);
   if (tmk__g.clk_bits == 0) return tmk__g.clk_fn(tmk__g.clk_user);
   return tmk__extend_clock(tmk__g.clk_fn(tmk__g.clk_user));
 }

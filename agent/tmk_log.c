@@ -44,7 +44,8 @@ void tmk__agent_log(const tmk_logger* logger, int level, const char* fmt, ...) {
           uint32_t v = va_arg(ap, unsigned), base = *fmt == 'x' ? 16u : 10u;
           char* q = num + sizeof num;
           do {
-            *--q = "0123456789abcdef"[v % base];
+            uint32_t d = v % base;
+            *--q = (char)('0' + d + (d > 9u) * ('a' - '0' - 10u));
             v /= base;
           } while ((v || (unsigned)(num + sizeof num - q) < width) && q > num + 1);
           s = q;
