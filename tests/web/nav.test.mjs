@@ -151,12 +151,14 @@ describe('dashboard navigation', () => {
     const box = await page.locator('#flame').boundingBox();
     assert.ok(L.length >= 2);
     await page.mouse.click(box.x + 40, box.y + L[0].y + 9); // thread 0's header
-    await sleep(100);
+    // the layout is rebuilt on the next frame, which a loaded machine may delay
+    const laidOut = (collapsed) => page.waitForFunction((c) => window.telemark.flame.layout[0].collapsed === c, collapsed, { timeout: 5000 }).catch(() => {});
+    await laidOut(true);
     let L2 = await T(() => window.telemark.flame.layout.map((l) => ({ id: l.thread.id, rows: l.rows, collapsed: l.collapsed })));
     assert.equal(L2[0].collapsed, true);
     assert.equal(L2[0].rows, 0);
     await page.mouse.click(box.x + 40, box.y + L[0].y + 9);
-    await sleep(100);
+    await laidOut(false);
     L2 = await T(() => window.telemark.flame.layout.map((l) => ({ rows: l.rows, collapsed: l.collapsed })));
     assert.equal(L2[0].collapsed, false);
     assert.equal(L2[0].rows, L[0].rows);
