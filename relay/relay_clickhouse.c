@@ -111,9 +111,8 @@ static inline void put(chbuf* b, const void* v, size_t n) { tmk__chbuf_put(b, v,
 static int buf_map(chbuf* b, size_t cap, int huge) {
   size_t page = huge ? TMK__HUGE_PAGE : 4096;
   cap = (cap + page - 1) & ~(page - 1);
-  void* m = huge ? tmk__map_huge(cap, 0)
-                 : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (!m || m == MAP_FAILED) return 0;
+  void* m = tmk__map_pages(cap, huge, 0);
+  if (!m) return 0;
   b->p = m;
   b->cap = cap;
   b->len = 0;

@@ -141,10 +141,11 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
  * ============================================================================================= */
 
 #define TMK__HUGE_PAGE ((size_t)2 << 20)
-/* `bytes` (a multiple of TMK__HUGE_PAGE) of zeroed memory at a TMK__HUGE_PAGE boundary, marked for
- * transparent huge pages, and with populate = 1 faulted in by the kernel in one call where it
- * can (MADV_POPULATE_WRITE); NULL when it has no memory. Free it with munmap. */
-void* tmk__map_huge(size_t bytes, int populate);
+/* `bytes` of zeroed memory (a multiple of 4096; with huge = 1 of TMK__HUGE_PAGE, at a
+ * TMK__HUGE_PAGE boundary and marked for transparent huge pages), with populate = 1 faulted in by
+ * the kernel in one call where it can (MAP_POPULATE, MADV_POPULATE_WRITE); NULL when it has no
+ * memory. Free it with munmap. */
+void* tmk__map_pages(size_t bytes, int huge, int populate);
 
 #define TMK__SLAB_BYTES (2048u << 10)
 /* A full zone chunk, header included, so that 128 fill a slab (each block is rounded up to 64

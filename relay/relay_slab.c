@@ -4,7 +4,7 @@
  * slab whose last chunk is freed (the store evicts oldest first, so slabs empty in order) is kept
  * as the one spare and reused before a new one is mapped, so that a store at its budget, evicting
  * as fast as it stores, takes no fresh pages at all; emptied slabs beyond the spare go back to the
- * kernel. Also tmk__map_huge, which the UDP receive queue's blocks and the
+ * kernel. Also tmk__map_pages, which the UDP receive queue's blocks and the
  * ClickHouse sink's staging use. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MADV_* */
 #include <stdint.h>
@@ -16,7 +16,16 @@
 #define MAP_ANONYMOUS MAP_ANON
 #endif
 
-void* tmk__map_huge(size_t bytes, int populate) {
+#ifndef MAP_POPULATE
+#define MAP_POPULATE 0 /* another system: pages fault in as they are first written */
+#endif
+
+void* tmk__map_pages(size_t bytes, int huge, int populate) {
+  if (!huge) {
+    void* m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
+    return m == MAP_FAILED ? NULL : m;
+  }
   size_t over = bytes + TMK__HUGE_PAGE;
   uint8_t* m = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
@@ -45,7 +54,7 @@ struct tmk__slab {
 #define SLAB_HEADER ((sizeof(tmk__slab) + 63) & ~(size_t)63)
 
 /* A new slab, or NULL. */
-static tmk__slab* slab_map(void) { return (tmk__slab*)tmk__map_huge(TMK__SLAB_BYTES, 1); }
+static tmk__slab* slab_map(void) { return (tmk__slab*)tmk__map_pages(TMK__SLAB_BYTES, 1, 1); }
 
 /* Takes s out of the list of slabs holding blocks. */
 static void slab_unlink(tmk__slabs* sl, tmk__slab* s) {

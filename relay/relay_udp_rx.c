@@ -14,10 +14,6 @@
 
 #include "relay_internal.h"
 
-#ifndef MAP_POPULATE
-#define MAP_POPULATE 0 /* another system: pages fault in as they are first written */
-#endif
-
 #define RX_BATCH 32            /* datagrams per recvmmsg call */
 #define RX_DGRAM (64 * 1024)   /* receive buffer per datagram: more than UDP can carry */
 #define RX_SLICE 32            /* datagrams the loop decodes before it turns to its other work */
@@ -59,11 +55,8 @@ static tmk__rxq_block* block_new(tmk__rxq* q) {
   if (!b) {
     if (atomic_load(&q->mapped) + q->block > q->cap) return NULL;
     /* faulted in by one call, not a page fault per 4 KiB on the receive thread */
-    void* m = q->block == TMK__HUGE_PAGE ? tmk__map_huge(q->block, 1)
-            : mmap(NULL, q->block, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (!m || m == MAP_FAILED) return NULL;
-    b = m;
+    b = tmk__map_pages(q->block, q->block == TMK__HUGE_PAGE, 1);
+    if (!b) return NULL;
     atomic_fetch_add(&q->mapped, q->block);
   }
   atomic_store_explicit(&b->fill, 0, memory_order_relaxed);
@@ -231,8 +224,6 @@ static void* rx_main(void* arg) {
   return NULL;
 }
 
-/* [loop] decodes a slice of the queue, and comes back after the loop's other work if more is
- * waiting. */
 /* [loop] decodes up to max queued datagrams (SIZE_MAX: all); 1 when more are waiting. */
 static int decode_queued(tmk__udp_rx* rx, size_t max) {
   size_t len;
@@ -245,6 +236,8 @@ static int decode_queued(tmk__udp_rx* rx, size_t max) {
   return !tmk__rxq_empty(&rx->q);
 }
 
+/* [loop] decodes a slice of the queue, and comes back after the loop's other work if more is
+ * waiting. */
 static void rx_ready(uv_async_t* h) {
   tmk__udp_rx* rx = h->data;
   if (decode_queued(rx, RX_SLICE)) uv_async_send(&rx->async);

@@ -297,7 +297,7 @@ static void* drive_one(void* arg) {
 }
 
 static double saturated(packets* pk, const uint64_t* sids, double pps, int keyed,
-                        double* per_ingest_cpu) {
+                        double* per_ingest_cpu /* or NULL */) {
   tmk_relay_key key;
   tmk_relay_desc desc;
   memset(&desc, 0, sizeof desc);
@@ -325,7 +325,7 @@ static double saturated(packets* pk, const uint64_t* sids, double pps, int keyed
     fprintf(stderr, "bench-relay: %llu packets refused in a %s phase\n",
             (unsigned long long)(tot.unauthenticated + tot.bad_mac), keyed ? "keyed" : "plain");
   tmk_relay_destroy(o.relay);
-  *per_ingest_cpu = o.cpu + o.rx > 0 ? (double)o.t.zones / (o.cpu + o.rx) : 0.0;
+  if (per_ingest_cpu) *per_ingest_cpu = o.cpu + o.rx > 0 ? (double)o.t.zones / (o.cpu + o.rx) : 0.0;
   return o.cpu > 0 ? (double)o.t.zones / o.cpu : 0.0;
 }
 
@@ -408,10 +408,10 @@ int main(int argc, char** argv) {
   fflush(stdout);
 
   /* keyed against unkeyed, alternating on fresh relays: the same packets, sealed or not */
-  double plain[KEYED_PAIRS], keyed[KEYED_PAIRS], ratio[KEYED_PAIRS], warm[KEYED_PAIRS], unused;
+  double plain[KEYED_PAIRS], keyed[KEYED_PAIRS], ratio[KEYED_PAIRS], warm[KEYED_PAIRS];
   for (int k = 0; k < KEYED_PAIRS; k++) {
     plain[k] = saturated(p1, s1, 40e6 / TARGETS / zones_per_packet, 0, &warm[k]);
-    keyed[k] = saturated(p3, s1, 40e6 / TARGETS / zones_per_packet, 1, &unused);
+    keyed[k] = saturated(p3, s1, 40e6 / TARGETS / zones_per_packet, 1, NULL);
     ratio[k] = plain[k] > 0 ? keyed[k] / plain[k] : 0;
     printf("bench-relay: saturated pair %d: unkeyed %.0f, keyed %.0f zones per loop cpu s\n", k,
            plain[k], keyed[k]);
