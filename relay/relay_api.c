@@ -630,6 +630,8 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   tmk__json_begin_obj(&j);
   tmk__json_key(&j, "capacity");
   tmk__json_u64(&j, q.capacity);
+  tmk__json_key(&j, "memory");
+  tmk__json_u64(&j, q.memory);
   tmk__json_key(&j, "bytes");
   tmk__json_u64(&j, q.bytes);
   tmk__json_key(&j, "peak");
@@ -638,6 +640,15 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   tmk__json_u64(&j, q.datagrams);
   tmk__json_key(&j, "drops");
   tmk__json_u64(&j, q.drops);
+  tmk__json_end_obj(&j);
+  uint64_t pop_bytes, pop_ns;
+  tmk__populate_stats(&pop_bytes, &pop_ns);
+  tmk__json_key(&j, "populated"); /* fresh memory faulted in ahead of use, and its CPU time */
+  tmk__json_begin_obj(&j);
+  tmk__json_key(&j, "bytes");
+  tmk__json_u64(&j, pop_bytes);
+  tmk__json_key(&j, "cpu_ns");
+  tmk__json_u64(&j, pop_ns);
   tmk__json_end_obj(&j);
   tmk__json_key(&j, "ingest_nice");
   tmk__json_i64(&j, r->cfg.ingest_nice);

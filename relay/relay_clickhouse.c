@@ -127,9 +127,7 @@ static inline void buf_populate(chbuf* b, size_t n) {
   size_t from = b->mapped & ~(size_t)4095;
   size_t to = (b->len + n + b->step) & ~(b->step - 1);
   if (to > b->cap) to = b->cap;
-#ifdef MADV_POPULATE_WRITE
-  if (to > from) madvise(b->p + from, to - from, MADV_POPULATE_WRITE);
-#endif
+  if (to > from) tmk__populate(b->p + from, to - from);
   b->mapped = to;
 }
 /* RowBinary is little-endian; the relay runs on little-endian hosts (checked at start). */

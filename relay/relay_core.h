@@ -146,6 +146,12 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
  * the kernel in one call where it can (MAP_POPULATE, MADV_POPULATE_WRITE); NULL when it has no
  * memory. Free it with munmap. */
 void* tmk__map_pages(size_t bytes, int huge, int populate);
+/* Faults in [p, p + bytes) (page-aligned) in one call where the kernel can (MADV_POPULATE_WRITE),
+ * counted in tmk__populate_stats. */
+void tmk__populate(void* p, size_t bytes);
+/* What this process has populated so far through the two above: bytes, and the CPU time of the
+ * threads that made the calls, in those calls (thread-safe). */
+void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns);
 
 #define TMK__SLAB_BYTES (2048u << 10)
 /* A full zone chunk, header included, so that 128 fill a slab (each block is rounded up to 64

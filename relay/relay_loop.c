@@ -103,6 +103,7 @@ void tmk_relay_get_stats(tmk_relay* r, tmk_relay_totals* out) {
   out->udp_queue_peak = q.peak;
   out->rx_cpu_ns = q.cpu_ns;
   out->ingest_cpu_ns = q.cpu_ns + atomic_load(&r->loop_cpu_ns);
+  tmk__populate_stats(&out->populated_bytes, &out->populate_cpu_ns);
   out->rejected_sessions = atomic_load(&r->rejected_sessions);
   out->unauthenticated = atomic_load(&r->unauthenticated);
   out->bad_mac = atomic_load(&r->bad_mac);

@@ -7,8 +7,10 @@
  * kernel. Also tmk__map_pages, which the UDP receive queue's blocks and the
  * ClickHouse sink's staging use. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MADV_* */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "relay_core.h"
 
@@ -20,11 +22,49 @@
 #define MAP_POPULATE 0 /* another system: pages fault in as they are first written */
 #endif
 
+/* Populating, process-wide: the bytes asked for and the CPU time the calling threads spent in
+ * those calls (the kernel finding and clearing the pages; on a VM whose host takes back free
+ * memory, also the host's faults: docs/AGENT.md "Fresh memory on this VM"). */
+static _Atomic uint64_t populated_bytes, populate_cpu_ns;
+
+static uint64_t thread_cpu_ns(void) {
+#ifdef CLOCK_THREAD_CPUTIME_ID
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+  return 0;
+}
+
+static void count_populate(size_t bytes, uint64_t t0) {
+  atomic_fetch_add_explicit(&populated_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&populate_cpu_ns, thread_cpu_ns() - t0, memory_order_relaxed);
+}
+
+void tmk__populate(void* p, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const uint64_t t0 = thread_cpu_ns();
+  madvise(p, bytes, MADV_POPULATE_WRITE); /* Linux 5.14+: one call; else pages fault in later */
+  count_populate(bytes, t0);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns) {
+  *bytes = atomic_load_explicit(&populated_bytes, memory_order_relaxed);
+  *cpu_ns = atomic_load_explicit(&populate_cpu_ns, memory_order_relaxed);
+}
+
 void* tmk__map_pages(size_t bytes, int huge, int populate) {
   if (!huge) {
+    const uint64_t t0 = populate ? thread_cpu_ns() : 0;
     void* m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
-    return m == MAP_FAILED ? NULL : m;
+    if (m == MAP_FAILED) return NULL;
+    if (populate && MAP_POPULATE != 0) count_populate(bytes, t0);
+    return m;
   }
   size_t over = bytes + TMK__HUGE_PAGE;
   uint8_t* m = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -36,11 +76,7 @@ void* tmk__map_pages(size_t bytes, int huge, int populate) {
 #ifdef MADV_HUGEPAGE
   madvise((void*)a, bytes, MADV_HUGEPAGE); /* refused where THP is off: 4 KiB pages then */
 #endif
-#ifdef MADV_POPULATE_WRITE
-  if (populate) madvise((void*)a, bytes, MADV_POPULATE_WRITE); /* Linux 5.14+: one call */
-#else
-  (void)populate;
-#endif
+  if (populate) tmk__populate((void*)a, bytes);
   return (void*)a;
 }
 

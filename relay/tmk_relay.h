@@ -344,6 +344,10 @@ typedef struct tmk_relay_totals {
   uint64_t ingest_cpu_ns;     /* CPU time of the UDP receive thread and of the thread in
                                  tmk_relay_run (the loop: decode, store, TCP, control), as of
                                  their last wake-up or 10 ms tick */
+  uint64_t populated_bytes;   /* fresh memory faulted in ahead of use (the store's slabs, the UDP
+                                 queue's blocks, the ClickHouse sink's staging), and ... */
+  uint64_t populate_cpu_ns;   /* ... the CPU time the relay's threads spent doing so; both for
+                                 the whole process (every relay in it), since it started */
   tmk_relay_stats sum;        /* sum over sessions held now (evicted sessions are gone) */
 } tmk_relay_totals;
 /* Fills *out. Thread-safe; takes each session's lock briefly. */

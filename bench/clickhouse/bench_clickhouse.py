@@ -8,6 +8,10 @@ clickhouse-server (Debian's, started here in a temporary directory on free ports
   RESULT relay_cpu_overhead_warm  the same ratio for each of these relays' second burst (a new
                              session of the same size after the first was fully stored and, with
                              the sink, in ClickHouse): what a long-running relay pays
+  RESULT relay_cpu_overhead_excl_page_population, relay_cpu_overhead_warm_excl_page_population
+                             the same two ratios without the CPU time each relay spent faulting in
+                             fresh memory ahead of use (GET /api/relay "populated"): on a VM whose
+                             host takes back free memory, that time depends on what ran before
   RESULT fanin_zones_per_s   8 relays, one target each, into the same ClickHouse
   RESULT clickhouse_cpu_ns_per_zone  ClickHouse's CPU (all threads) per zone in the one-relay run,
                              from the first packet until every zone is in (its INSERT work, what
@@ -69,6 +73,10 @@ class Relay(RelayProcess):
     def zones(self):
         return sum(s["stats"]["zones"] for s in self.get("/api/sessions", timeout=30))
 
+    def populate_seconds(self):
+        """CPU seconds the relay spent faulting in fresh memory ahead of use, so far."""
+        return self.get("/api/relay", timeout=30)["populated"]["cpu_ns"] / 1e9
+
     def stop(self):
         super().stop(timeout=60)
 
@@ -88,11 +96,13 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_se
         again=False):
     """Feeds every relay flat out over TCP. Returns (zones the relays stored this run, seconds
     from the start until they had them and, with ch, until ClickHouse holds base + that many more
-    zone rows, relay CPU seconds and minor page faults per relay: since it started, or with again
-    (a relay that already took a run) since this run started)."""
+    zone rows, relay CPU seconds, minor page faults and CPU seconds spent populating fresh memory
+    per relay: since it started, or with again (a relay that already took a run) since this run
+    started)."""
     before = [r.zones() for r in relays] if again else [0] * len(relays)
     cpu0 = [cpu_seconds(r.proc.pid) for r in relays] if again else [0] * len(relays)
     flt0 = [minor_faults(r.proc.pid) for r in relays] if again else [0] * len(relays)
+    pop0 = [r.populate_seconds() for r in relays] if again else [0] * len(relays)
     t0 = time.time()
     # distinct session ids per phase: equal ids would collapse in ReplacingMergeTree (by design)
     procs = [synth(r, per_target_packets, first_seed + i * 16 + k) for i, r in enumerate(relays)
@@ -130,7 +140,8 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_se
         done = done or time.time()
     secs = done - t0
     return (stored, secs, [cpu_seconds(r.proc.pid) - c for r, c in zip(relays, cpu0)],
-            [minor_faults(r.proc.pid) - f for r, f in zip(relays, flt0)])
+            [minor_faults(r.proc.pid) - f for r, f in zip(relays, flt0)],
+            [r.populate_seconds() - p for r, p in zip(relays, pop0)])
 
 
 def main():
@@ -153,34 +164,36 @@ def main():
         # 1. one relay with the sink
         r = Relay(tmp, "with", ch.url())
         ch_cpu0 = cpu_seconds(ch.proc.pid)
-        total, secs, cpu, flt = run([r], a.packets_per_target, a.targets, ch)
+        total, secs, cpu, flt, pop = run([r], a.packets_per_target, a.targets, ch)
         ch_cpu = cpu_seconds(ch.proc.pid) - ch_cpu0
         in_ch = ch.scalar("SELECT count() FROM zones")
         sink = r.get("/api/relay", timeout=30)["clickhouse"]
         print(f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
-              f"relay CPU {cpu[0]:.3f} s, {flt[0]} minor faults, sink errors {sink['errors']}, "
+              f"relay CPU {cpu[0]:.3f} s ({pop[0]:.3f} s populating), {flt[0]} minor faults, "
+              f"sink errors {sink['errors']}, "
               f"dropped {sink['rows_dropped']}, spilled {sink['spilled_total']}, "
               f"ClickHouse CPU {ch_cpu:.2f} s, staging kept {sink.get('staging_kept_bytes', '?')}")
         # 1b. the same relay, a second burst (new session ids), once the first is all in
-        wtotal, wsecs, wcpu, wflt = run([r], a.packets_per_target, a.targets, ch, in_ch,
-                                        first_seed=500, again=True)
+        wtotal, wsecs, wcpu, wflt, wpop = run([r], a.packets_per_target, a.targets, ch, in_ch,
+                                              first_seed=500, again=True)
         sink = r.get("/api/relay", timeout=30)["clickhouse"]
         r.stop()
         print(f"with sink, warm: {wtotal} zones in ClickHouse after {wsecs:.2f} s, relay CPU "
-              f"{wcpu[0]:.3f} s, {wflt[0]} minor faults, sink errors {sink['errors']}, "
+              f"{wcpu[0]:.3f} s ({wpop[0]:.3f} s populating), {wflt[0]} minor faults, sink errors {sink['errors']}, "
               f"dropped {sink['rows_dropped']}, staging kept {sink.get('staging_kept_bytes', '?')}")
         # 2. the same load without the sink, twice on the same relay
         r = Relay(tmp, "without")
-        total0, secs0, cpu0, flt0 = run([r], a.packets_per_target, a.targets)
-        wtotal0, _, wcpu0, wflt0 = run([r], a.packets_per_target, a.targets, first_seed=500,
-                                       again=True)
+        total0, secs0, cpu0, flt0, pop0 = run([r], a.packets_per_target, a.targets)
+        wtotal0, _, wcpu0, wflt0, wpop0 = run([r], a.packets_per_target, a.targets,
+                                              first_seed=500, again=True)
         r.stop()
-        print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s, {flt0[0]} minor "
-              f"faults; warm: {wtotal0} zones, relay CPU {wcpu0[0]:.3f} s, {wflt0[0]} minor faults")
+        print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s ({pop0[0]:.3f} s "
+              f"populating), {flt0[0]} minor faults; warm: {wtotal0} zones, relay CPU "
+              f"{wcpu0[0]:.3f} s ({wpop0[0]:.3f} s populating), {wflt0[0]} minor faults")
         # 3. fan-in: 8 relays, one target each, one ClickHouse
         before = ch.scalar("SELECT count() FROM zones")
         relays = [Relay(tmp, f"fan{i}", ch.url()) for i in range(8)]
-        ftotal, fsecs, fcpu, _ = run(relays, a.packets_per_target, 1, ch, before, first_seed=1000)
+        ftotal, fsecs, fcpu, _, _ = run(relays, a.packets_per_target, 1, ch, before, first_seed=1000)
         for x in relays:
             x.stop()
         fin = ch.scalar("SELECT count() FROM zones") - before
@@ -193,6 +206,14 @@ def main():
               "RESULT relay_cpu_overhead=nan")
         print(f"RESULT relay_cpu_overhead_warm={(wcpu[0] / wtotal) / (wcpu0[0] / wtotal0):.2f}"
               if wcpu0[0] > 0 and wtotal > 0 and wtotal0 > 0 else "RESULT relay_cpu_overhead_warm=nan")
+        # the same two ratios without the CPU time spent populating fresh memory: on a VM whose
+        # host takes back free memory that time depends on what ran just before (docs/SCALE.md)
+        def ratio(c, p, n, c0, p0, n0):
+            return f"{((c - p) / n) / ((c0 - p0) / n0):.2f}" if c0 > p0 and n and n0 else "nan"
+        print("RESULT relay_cpu_overhead_excl_page_population=" +
+              ratio(cpu[0], pop[0], total, cpu0[0], pop0[0], total0))
+        print("RESULT relay_cpu_overhead_warm_excl_page_population=" +
+              ratio(wcpu[0], wpop[0], wtotal, wcpu0[0], wpop0[0], wtotal0))
         print(f"RESULT fanin_zones_per_s={fin / fsecs:.0f}")
         print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(in_ch, 1):.0f}")
         try:

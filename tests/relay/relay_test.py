@@ -189,6 +189,10 @@ def case_cli():
     js = r.get("/api/relay")
     eq(js["udp_queue"]["capacity"], 3 << 20, "udp_queue.capacity")
     eq(js["udp_queue"]["drops"], 0, "udp_queue.drops")
+    # its first block (capacity / 8) is mapped and faulted in at start, which "populated" counts
+    eq(js["udp_queue"]["memory"], 384 << 10, "udp_queue.memory")
+    check(js["populated"]["bytes"] >= 384 << 10, f"populated: {js['populated']}")
+    check(js["populated"]["cpu_ns"] >= 0, f"populated: {js['populated']}")
     eq(js["ingest_nice"], 12, "ingest_nice")
     r.stop()
     # SIGINT: clean exit 0.
