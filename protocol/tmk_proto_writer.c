@@ -469,6 +469,101 @@ tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, uint64_t tail)
 }
 #endif
 
+#if !TMK__SIZE_BUILD && !TMK_PROTO_TIME32
+/* A number's Rice code (§5.0) in *bits (*nb bits, <= 30) when its unary part is short and its
+ * parameter at most 24 (nearly every number of a busy stream: tmk__nout_num writes the same
+ * bits); 0 when not, and nothing is written. */
+static inline int tmk__short_code(uint32_t state, uint64_t v, uint64_t* bits, unsigned* nb) {
+  unsigned k = tmk__rice_k(state);
+  uint64_t q = v >> k;
+  if (q >= TMK__RICE_ESC || k > 24) return 0;
+  *bits = ((1ull << q) - 1) | ((v & ((1ull << k) - 1)) << (q + 1));
+  *nb = (unsigned)q + 1 + k;
+  return 1;
+}
+
+/* tmk__rice_update for v < 2^62: one bit scan, no test for 0 (clz(2v + 1) ^ 63 is v's bit
+ * length). */
+static inline uint32_t tmk__short_update(uint32_t state, uint64_t v) {
+  uint32_t len = (uint32_t)__builtin_clzll(2 * v + 1) ^ 63u;
+  return state ? state - (state >> 3) + 2u * len : 16u * len;
+}
+
+/* A run of zones that are plain LEAFs with a short site (§5.3): each a direct child of the zone
+ * open now (or at the root depth with nothing open), inside it, needing no AT, not followed by a
+ * zone one deeper (which might make it an OPEN), with short codes for both numbers and room to
+ * spare in the packet. What tmk_proto_put_zones's loop writes for such a zone, with the number
+ * stream's state in locals: the byte stores cannot alias them, so nothing is reloaded. Returns
+ * the index of the first zone that is not such a leaf (the loop's general path takes it), or n.
+ * The bytes, and where a packet ends, are the same as without it (tests/proto compares). */
+TMK__HOT size_t tmk__leaf_run(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t i,
+                              size_t n, uint8_t** pp, tmk__nout* num, uint64_t* cursorp,
+                              uint32_t depth, const uint64_t* parent_end, unsigned nopen) {
+  uint8_t* p = *pp;
+  uint8_t* front = num->front;
+  uint64_t acc = num->acc, cursor = *cursorp;
+  unsigned pend = num->pend;
+  uint32_t* st = num->state;
+  uint32_t sgap = st[TMK__NUM_GAP], sdur = st[TMK__NUM_DUR], sfresh = st[TMK__NUM_FRESH];
+  const size_t keep = (size_t)TMK__CLOSE_MAX * nopen + TMK__ZONE_MAX;
+  for (; i < n; i++) {
+    const tmk_proto_zone* z = &zones[i];
+    const uint64_t start = z->start, dur = z->duration, gap = start - cursor;
+    const uint32_t site = z->site;
+    tmk_proto_slot* sl;
+    uint64_t code, b1, b2;
+    unsigned n1, n2, fresh;
+    if (z->depth != depth || site - 1u >= TMK__LEAF_SHORT_MAX || gap >= TMK__HALF) break;
+    if (parent_end) { /* tmk__inside(cursor, *parent_end, z) */
+      const uint64_t room = *parent_end - cursor;
+      if (room >= TMK__HALF || gap > room || dur > room - gap) break;
+    }
+    if (i + 1 < n && zones[i + 1].depth == depth + 1) break;
+    if ((size_t)(front - p) < keep) break;
+    sl = &w->predict[0][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+    fresh = !(sl->used && sl->site == site);
+    code = fresh ? dur : tmk__zz(dur - sl->duration);
+    if (!tmk__short_code(sgap, gap, &b1, &n1) ||
+        !tmk__short_code(fresh ? sfresh : sdur, code, &b2, &n2))
+      break;
+    *p++ = (uint8_t)(TMK__TAG_LEAF_SHORT + site - 1);
+    /* tmk__nout_bits twice (n1, n2 <= 30) */
+    acc |= b1 << pend;
+    pend += n1;
+    if (pend >= 32) {
+      tmk__store_back4(front, acc);
+      front -= 4;
+      acc >>= 32;
+      pend -= 32;
+    }
+    acc |= b2 << pend;
+    pend += n2;
+    if (pend >= 32) {
+      tmk__store_back4(front, acc);
+      front -= 4;
+      acc >>= 32;
+      pend -= 32;
+    }
+    sgap = tmk__short_update(sgap, gap);
+    if (fresh) sfresh = tmk__short_update(sfresh, code);
+    else sdur = tmk__short_update(sdur, code);
+    sl->site = site;
+    sl->used = 1;
+    sl->duration = dur;
+    cursor = start + dur;
+  }
+  st[TMK__NUM_GAP] = sgap;
+  st[TMK__NUM_DUR] = sdur;
+  st[TMK__NUM_FRESH] = sfresh;
+  *pp = p;
+  num->front = front;
+  num->acc = acc;
+  num->pend = pend;
+  *cursorp = cursor;
+  return i;
+}
+#endif
+
 int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t n) {
   uint64_t* open_end;
   uint32_t* open_site;
@@ -523,8 +618,15 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
 #endif
 #else
   for (i = 0; i < n; i++) {
-    const tmk_proto_zone* z = &zones[i];
-    uint64_t zend = z->start + z->duration;
+    const tmk_proto_zone* z;
+    uint64_t zend;
+#if !TMK_PROTO_TIME32
+    i = tmk__leaf_run(w, zones, i, n, &p, &num, &cursor, nopen ? open_depth0 + nopen : root_depth,
+                      nopen ? &open_end[nopen - 1] : NULL, nopen);
+    if (i == n) break;
+#endif
+    z = &zones[i];
+    zend = z->start + z->duration;
 #endif
     int need_at = 0, is_open = 0;
     size_t need;
