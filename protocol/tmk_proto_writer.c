@@ -485,7 +485,11 @@ static inline int tmk__short_code(uint32_t state, uint64_t v, uint64_t* bits, un
 /* tmk__rice_update for v < 2^62: one bit scan, no test for 0 (clz(2v + 1) ^ 63 is v's bit
  * length). */
 static inline uint32_t tmk__short_update(uint32_t state, uint64_t v) {
+#if defined(__GNUC__) || defined(__clang__)
   uint32_t len = (uint32_t)__builtin_clzll(2 * v + 1) ^ 63u;
+#else
+  uint32_t len = tmk__bitlen(v);
+#endif
   return state ? state - (state >> 3) + 2u * len : 16u * len;
 }
 
