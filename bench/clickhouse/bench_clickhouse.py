@@ -73,9 +73,10 @@ class Relay(RelayProcess):
     def zones(self):
         return sum(s["stats"]["zones"] for s in self.get("/api/sessions", timeout=30))
 
-    def populate_seconds(self):
-        """CPU seconds the relay spent faulting in fresh memory ahead of use, so far."""
-        return self.get("/api/relay", timeout=30)["populated"]["cpu_ns"] / 1e9
+    def populated(self):
+        """CPU seconds the relay spent faulting in fresh memory ahead of use so far, and MB."""
+        js = self.get("/api/relay", timeout=30)["populated"]
+        return js["cpu_ns"] / 1e9, js["bytes"] / 1e6
 
     def stop(self):
         super().stop(timeout=60)
@@ -102,7 +103,7 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_se
     before = [r.zones() for r in relays] if again else [0] * len(relays)
     cpu0 = [cpu_seconds(r.proc.pid) for r in relays] if again else [0] * len(relays)
     flt0 = [minor_faults(r.proc.pid) for r in relays] if again else [0] * len(relays)
-    pop0 = [r.populate_seconds() for r in relays] if again else [0] * len(relays)
+    pop0 = [r.populated() for r in relays] if again else [(0, 0)] * len(relays)
     t0 = time.time()
     # distinct session ids per phase: equal ids would collapse in ReplacingMergeTree (by design)
     procs = [synth(r, per_target_packets, first_seed + i * 16 + k) for i, r in enumerate(relays)
@@ -141,7 +142,7 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_se
     secs = done - t0
     return (stored, secs, [cpu_seconds(r.proc.pid) - c for r, c in zip(relays, cpu0)],
             [minor_faults(r.proc.pid) - f for r, f in zip(relays, flt0)],
-            [r.populate_seconds() - p for r, p in zip(relays, pop0)])
+            [tuple(x - y for x, y in zip(r.populated(), p)) for r, p in zip(relays, pop0)])
 
 
 def main():
@@ -169,7 +170,8 @@ def main():
         in_ch = ch.scalar("SELECT count() FROM zones")
         sink = r.get("/api/relay", timeout=30)["clickhouse"]
         print(f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
-              f"relay CPU {cpu[0]:.3f} s ({pop[0]:.3f} s populating), {flt[0]} minor faults, "
+              f"relay CPU {cpu[0]:.3f} s ({pop[0][0]:.3f} s populating {pop[0][1]:.0f} MB), "
+              f"{flt[0]} minor faults, "
               f"sink errors {sink['errors']}, "
               f"dropped {sink['rows_dropped']}, spilled {sink['spilled_total']}, "
               f"ClickHouse CPU {ch_cpu:.2f} s, staging kept {sink.get('staging_kept_bytes', '?')}")
@@ -179,7 +181,8 @@ def main():
         sink = r.get("/api/relay", timeout=30)["clickhouse"]
         r.stop()
         print(f"with sink, warm: {wtotal} zones in ClickHouse after {wsecs:.2f} s, relay CPU "
-              f"{wcpu[0]:.3f} s ({wpop[0]:.3f} s populating), {wflt[0]} minor faults, sink errors {sink['errors']}, "
+              f"{wcpu[0]:.3f} s ({wpop[0][0]:.3f} s populating {wpop[0][1]:.0f} MB), "
+              f"{wflt[0]} minor faults, sink errors {sink['errors']}, "
               f"dropped {sink['rows_dropped']}, staging kept {sink.get('staging_kept_bytes', '?')}")
         # 2. the same load without the sink, twice on the same relay
         r = Relay(tmp, "without")
@@ -187,9 +190,10 @@ def main():
         wtotal0, _, wcpu0, wflt0, wpop0 = run([r], a.packets_per_target, a.targets,
                                               first_seed=500, again=True)
         r.stop()
-        print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s ({pop0[0]:.3f} s "
-              f"populating), {flt0[0]} minor faults; warm: {wtotal0} zones, relay CPU "
-              f"{wcpu0[0]:.3f} s ({wpop0[0]:.3f} s populating), {wflt0[0]} minor faults")
+        print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s ({pop0[0][0]:.3f} s "
+              f"populating {pop0[0][1]:.0f} MB), {flt0[0]} minor faults; warm: {wtotal0} zones, "
+              f"relay CPU {wcpu0[0]:.3f} s ({wpop0[0][0]:.3f} s populating {wpop0[0][1]:.0f} MB), "
+              f"{wflt0[0]} minor faults")
         # 3. fan-in: 8 relays, one target each, one ClickHouse
         before = ch.scalar("SELECT count() FROM zones")
         relays = [Relay(tmp, f"fan{i}", ch.url()) for i in range(8)]
@@ -211,9 +215,9 @@ def main():
         def ratio(c, p, n, c0, p0, n0):
             return f"{((c - p) / n) / ((c0 - p0) / n0):.2f}" if c0 > p0 and n and n0 else "nan"
         print("RESULT relay_cpu_overhead_excl_page_population=" +
-              ratio(cpu[0], pop[0], total, cpu0[0], pop0[0], total0))
+              ratio(cpu[0], pop[0][0], total, cpu0[0], pop0[0][0], total0))
         print("RESULT relay_cpu_overhead_warm_excl_page_population=" +
-              ratio(wcpu[0], wpop[0], wtotal, wcpu0[0], wpop0[0], wtotal0))
+              ratio(wcpu[0], wpop[0][0], wtotal, wcpu0[0], wpop0[0][0], wtotal0))
         print(f"RESULT fanin_zones_per_s={fin / fsecs:.0f}")
         print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(in_ch, 1):.0f}")
         try:
