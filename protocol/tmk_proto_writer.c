@@ -493,6 +493,19 @@ static inline uint32_t tmk__short_update(uint32_t state, uint64_t v) {
   return state ? state - (state >> 3) + 2u * len : 16u * len;
 }
 
+/* tmk__nout_bits for a code of n <= 32 bits, on the caller's locals. */
+static inline void tmk__short_out(uint64_t* acc, unsigned* pend, uint8_t** front, uint64_t bits,
+                                  unsigned n) {
+  *acc |= bits << *pend;
+  *pend += n;
+  if (*pend >= 32) {
+    tmk__store_back4(*front, *acc);
+    *front -= 4;
+    *acc >>= 32;
+    *pend -= 32;
+  }
+}
+
 /* A run of zones that are plain LEAFs with a short site (§5.3): each a direct child of the zone
  * open now (or at the root depth with nothing open), inside it, needing no AT, not followed by a
  * zone one deeper (which might make it an OPEN), with short codes for both numbers and room to
@@ -531,23 +544,8 @@ TMK__HOT size_t tmk__leaf_run(tmk_proto_writer* w, const tmk_proto_zone* zones, 
         !tmk__short_code(fresh ? sfresh : sdur, code, &b2, &n2))
       break;
     *p++ = (uint8_t)(TMK__TAG_LEAF_SHORT + site - 1);
-    /* tmk__nout_bits twice (n1, n2 <= 30) */
-    acc |= b1 << pend;
-    pend += n1;
-    if (pend >= 32) {
-      tmk__store_back4(front, acc);
-      front -= 4;
-      acc >>= 32;
-      pend -= 32;
-    }
-    acc |= b2 << pend;
-    pend += n2;
-    if (pend >= 32) {
-      tmk__store_back4(front, acc);
-      front -= 4;
-      acc >>= 32;
-      pend -= 32;
-    }
+    tmk__short_out(&acc, &pend, &front, b1, n1);
+    tmk__short_out(&acc, &pend, &front, b2, n2);
     sgap = tmk__short_update(sgap, gap);
     if (fresh) sfresh = tmk__short_update(sfresh, code);
     else sdur = tmk__short_update(sdur, code);
