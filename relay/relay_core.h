@@ -152,6 +152,8 @@ void tmk__populate(void* p, size_t bytes);
 /* What this process has populated so far through the two above: bytes, and the CPU time of the
  * threads that made the calls, in those calls (thread-safe). */
 void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns);
+/* The calling thread's CPU time, 0 when unknown. */
+uint64_t tmk__own_cpu_ns(void);
 
 #define TMK__SLAB_BYTES (2048u << 10)
 /* A full zone chunk, header included, so that 128 fill a slab (each block is rounded up to 64

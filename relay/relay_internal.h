@@ -285,8 +285,6 @@ void tmk__udp_rx_free(tmk__udp_rx* rx);
 int tmk__udp_rx_backlog(tmk__udp_rx* rx);
 /* Any thread; zeros without UDP. */
 void tmk__udp_rx_counters(tmk__udp_rx* rx, tmk__rxq_counters* out);
-/* The calling thread's CPU time, 0 when unknown. */
-uint64_t tmk__own_cpu_ns(void);
 
 /* ---- relay_serial.c ----------------------------------------------------------------------- */
 /* Opens desc.serial's devices and starts reading them. Returns 0 or TMK_EINVAL / TMK_EIO (logged). */

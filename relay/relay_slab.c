@@ -27,7 +27,7 @@
  * memory, also the host's faults: docs/AGENT.md "Fresh memory on this VM"). */
 static _Atomic uint64_t populated_bytes, populate_cpu_ns;
 
-static uint64_t thread_cpu_ns(void) {
+uint64_t tmk__own_cpu_ns(void) {
 #ifdef CLOCK_THREAD_CPUTIME_ID
   struct timespec ts;
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
@@ -38,12 +38,12 @@ static uint64_t thread_cpu_ns(void) {
 
 static void count_populate(size_t bytes, uint64_t t0) {
   atomic_fetch_add_explicit(&populated_bytes, bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&populate_cpu_ns, thread_cpu_ns() - t0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&populate_cpu_ns, tmk__own_cpu_ns() - t0, memory_order_relaxed);
 }
 
 void tmk__populate(void* p, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
-  const uint64_t t0 = thread_cpu_ns();
+  const uint64_t t0 = tmk__own_cpu_ns();
   /* Linux 5.14+: one call; an older kernel refuses it and the pages fault in later, uncounted */
   if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) count_populate(bytes, t0);
 #else
@@ -59,7 +59,7 @@ void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns) {
 
 void* tmk__map_pages(size_t bytes, int huge, int populate) {
   if (!huge) {
-    const uint64_t t0 = populate ? thread_cpu_ns() : 0;
+    const uint64_t t0 = populate ? tmk__own_cpu_ns() : 0;
     void* m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
     if (m == MAP_FAILED) return NULL;

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "relay_internal.h"
@@ -306,10 +305,4 @@ void tmk__udp_rx_counters(tmk__udp_rx* rx, tmk__rxq_counters* out) {
   out->drops = atomic_load(&rx->q.drops);
   out->drop_bytes = atomic_load(&rx->q.drop_bytes);
   out->cpu_ns = atomic_load(&rx->cpu_ns);
-}
-
-uint64_t tmk__own_cpu_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
