@@ -34,6 +34,16 @@ static inline unsigned tmk__ones(uint64_t v, unsigned cap) {
 }
 #endif
 
+/* Bit length of v < 2^63: one bit scan, no test for 0 (clz(2v + 1) ^ 63 is the bit scan
+ * itself), for the hot loops (tmk_proto_zones.c, the writer's leaf runs). */
+#if defined(__GNUC__) || defined(__clang__)
+static inline unsigned tmk__bitlen63(uint64_t v) {
+  return (unsigned)__builtin_clzll(2 * v + 1) ^ 63u;
+}
+#else
+static inline unsigned tmk__bitlen63(uint64_t v) { return tmk__bitlen(v); }
+#endif
+
 /* A context's state is 16 times the running mean of its numbers' bit lengths, so one outlier
  * moves the Rice parameter by a bit or two instead of throwing it off for many numbers. */
 static inline unsigned tmk__rice_k(uint32_t state) {

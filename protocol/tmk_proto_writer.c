@@ -482,28 +482,10 @@ static inline int tmk__short_code(uint32_t state, uint64_t v, uint64_t* bits, un
   return 1;
 }
 
-/* tmk__rice_update for v < 2^62: one bit scan, no test for 0 (clz(2v + 1) ^ 63 is v's bit
- * length). */
+/* tmk__rice_update for v < 2^63, with tmk__bitlen63 (no test for 0). */
 static inline uint32_t tmk__short_update(uint32_t state, uint64_t v) {
-#if defined(__GNUC__) || defined(__clang__)
-  uint32_t len = (uint32_t)__builtin_clzll(2 * v + 1) ^ 63u;
-#else
-  uint32_t len = tmk__bitlen(v);
-#endif
+  uint32_t len = tmk__bitlen63(v);
   return state ? state - (state >> 3) + 2u * len : 16u * len;
-}
-
-/* tmk__nout_bits for a code of n <= 32 bits, on the caller's locals. */
-static inline void tmk__short_out(uint64_t* acc, unsigned* pend, uint8_t** front, uint64_t bits,
-                                  unsigned n) {
-  *acc |= bits << *pend;
-  *pend += n;
-  if (*pend >= 32) {
-    tmk__store_back4(*front, *acc);
-    *front -= 4;
-    *acc >>= 32;
-    *pend -= 32;
-  }
 }
 
 /* A run of zones that are plain LEAFs with a short site (§5.3): each a direct child of the zone
@@ -517,9 +499,8 @@ TMK__HOT size_t tmk__leaf_run(tmk_proto_writer* w, const tmk_proto_zone* zones, 
                               size_t n, uint8_t** pp, tmk__nout* num, uint64_t* cursorp,
                               uint32_t depth, const uint64_t* parent_end, unsigned nopen) {
   uint8_t* p = *pp;
-  uint8_t* front = num->front;
-  uint64_t acc = num->acc, cursor = *cursorp;
-  unsigned pend = num->pend;
+  tmk__nout o = *num;
+  uint64_t cursor = *cursorp;
   uint32_t* st = num->state;
   uint32_t sgap = st[TMK__NUM_GAP], sdur = st[TMK__NUM_DUR], sfresh = st[TMK__NUM_FRESH];
   const size_t keep = (size_t)TMK__CLOSE_MAX * nopen + TMK__ZONE_MAX;
@@ -536,7 +517,7 @@ TMK__HOT size_t tmk__leaf_run(tmk_proto_writer* w, const tmk_proto_zone* zones, 
       if (room >= TMK__HALF || gap > room || dur > room - gap) break;
     }
     if (i + 1 < n && zones[i + 1].depth == depth + 1) break;
-    if ((size_t)(front - p) < keep) break;
+    if ((size_t)(o.front - p) < keep) break;
     sl = &w->predict[0][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
     fresh = !(sl->used && sl->site == site);
     code = fresh ? dur : tmk__zz(dur - sl->duration);
@@ -544,8 +525,8 @@ TMK__HOT size_t tmk__leaf_run(tmk_proto_writer* w, const tmk_proto_zone* zones, 
         !tmk__short_code(fresh ? sfresh : sdur, code, &b2, &n2))
       break;
     *p++ = (uint8_t)(TMK__TAG_LEAF_SHORT + site - 1);
-    tmk__short_out(&acc, &pend, &front, b1, n1);
-    tmk__short_out(&acc, &pend, &front, b2, n2);
+    tmk__nout_bits(&o, b1, n1);
+    tmk__nout_bits(&o, b2, n2);
     sgap = tmk__short_update(sgap, gap);
     if (fresh) sfresh = tmk__short_update(sfresh, code);
     else sdur = tmk__short_update(sdur, code);
@@ -558,9 +539,7 @@ TMK__HOT size_t tmk__leaf_run(tmk_proto_writer* w, const tmk_proto_zone* zones, 
   st[TMK__NUM_DUR] = sdur;
   st[TMK__NUM_FRESH] = sfresh;
   *pp = p;
-  num->front = front;
-  num->acc = acc;
-  num->pend = pend;
+  *num = o;
   *cursorp = cursor;
   return i;
 }

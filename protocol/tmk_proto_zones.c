@@ -85,14 +85,6 @@ static inline uint32_t tmk__zb_state(uint32_t u) { return u == TMK__ZB_ZERO ? 0 
 #define TMK__ZB_UNLIKELY(x) (x)
 #endif
 
-/* Bit length of v < 2^63: one bit scan, no test for 0 (clz ^ 63 is the bit scan itself). */
-#if defined(__GNUC__) || defined(__clang__)
-static inline unsigned tmk__zb_bitlen(uint64_t v) {
-  return (unsigned)__builtin_clzll(2 * v + 1) ^ 63u;
-}
-#else
-static inline unsigned tmk__zb_bitlen(uint64_t v) { return tmk__bitlen(v); }
-#endif
 
 /* (1 << k) - 1 for each Rice parameter k: a load instead of three shifts a number. */
 #define TMK__M4(k) ((1ull << (k)) - 1), ((1ull << ((k) + 1)) - 1), ((1ull << ((k) + 2)) - 1), \
@@ -133,9 +125,9 @@ TMK__HOT int tmk__zb_fast(tmk__zb* b, uint32_t* u, unsigned ctx, uint64_t* out) 
   b->acc = acc;
   b->nbits -= n;
   if (TMK__ZB_LIKELY(s != TMK__ZB_ZERO)) /* laid out inline: a state is 0 only at first */
-    u[ctx] = s - (s >> 3) + 2u * tmk__zb_bitlen(v);
+    u[ctx] = s - (s >> 3) + 2u * tmk__bitlen63(v);
   else
-    u[ctx] = v ? 16u * tmk__zb_bitlen(v) : TMK__ZB_ZERO;
+    u[ctx] = v ? 16u * tmk__bitlen63(v) : TMK__ZB_ZERO;
   *out = v;
   return 1;
 }
