@@ -37,6 +37,15 @@
 #define TMK__RARE static
 #endif
 
+/* Branch hints for the per-zone loops. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TMK__P_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TMK__P_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TMK__P_LIKELY(x) (x)
+#define TMK__P_UNLIKELY(x) (x)
+#endif
+
 /* TMK__SMALL marks a small helper that is plain static inline in a speed build and one called
  * copy at -Os, where its inlined 64-bit arithmetic costs a small board more than the call. */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE_SIZE__)

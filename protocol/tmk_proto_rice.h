@@ -51,6 +51,24 @@ static inline unsigned tmk__rice_k(uint32_t state) {
   return len > 1 ? len - 1 : 0;
 }
 
+/* The hot loops (the batched reader, the writer's leaf runs) keep each context's state as
+ * u = state, except that a state of 0 (no non-zero number yet) is kept as 4: a state that is not
+ * 0 is at least 7 (a first number sets 16 or more, and state - state / 8 never goes below 7 from
+ * there), so the Rice parameter is (u - 4) >> 4 for every state, with no test for 0. */
+#define TMK__U_ZERO 4u
+static inline uint32_t tmk__state_u(uint32_t state) {
+  return state >= TMK__U_ZERO ? state : TMK__U_ZERO;
+}
+static inline uint32_t tmk__u_state(uint32_t u) { return u == TMK__U_ZERO ? 0 : u; }
+static inline unsigned tmk__u_k(uint32_t u) { return (u - TMK__U_ZERO) >> 4; }
+/* tmk__rice_update on a state kept as u, for v < 2^63 (tmk__bitlen63). The first branch is
+ * the likely one: a state is 0 only at first. */
+static inline uint32_t tmk__u_update(uint32_t u, uint64_t v) {
+  const uint32_t len = tmk__bitlen63(v);
+  if (TMK__P_LIKELY(u != TMK__U_ZERO)) return u - (u >> 3) + 2u * len;
+  return len ? 16u * len : TMK__U_ZERO;
+}
+
 static inline uint32_t tmk__rice_update(uint32_t state, uint64_t v) {
   /* While the state is 0 (no non-zero number yet), a number sets it outright; a 0 leaves it 0. */
   if (state == 0) return 16u * tmk__bitlen(v);

@@ -472,20 +472,72 @@ tmk__put_tail(tmk_proto_writer* w, tmk__nout* num, uint32_t site, uint64_t tail)
 #if !TMK__SIZE_BUILD && !TMK_PROTO_TIME32
 /* A number's Rice code (§5.0) in *bits (*nb bits, <= 30) when its unary part is short and its
  * parameter at most 24 (nearly every number of a busy stream: tmk__nout_num writes the same
- * bits); 0 when not, and nothing is written. */
-static inline int tmk__short_code(uint32_t state, uint64_t v, uint64_t* bits, unsigned* nb) {
-  unsigned k = tmk__rice_k(state);
-  uint64_t q = v >> k;
+ * bits); 0 when not, and nothing is written. u: the state as tmk__state_u keeps it. */
+static inline int tmk__short_code(uint32_t u, uint64_t v, uint64_t* bits, unsigned* nb) {
+  const unsigned k = tmk__u_k(u); /* tmk__rice_k of the state */
+  const uint64_t q = v >> k;
   if (q >= TMK__RICE_ESC || k > 24) return 0;
-  *bits = ((1ull << q) - 1) | ((v & ((1ull << k) - 1)) << (q + 1));
+  /* q ones, a zero, the k low bits (v - (q << k)): ((2 * low + 1) << q) - 1 */
+  *bits = ((2 * (v - (q << k)) + 1) << q) - 1;
   *nb = (unsigned)q + 1 + k;
   return 1;
 }
 
-/* tmk__rice_update for v < 2^63, with tmk__bitlen63 (no test for 0). */
-static inline uint32_t tmk__short_update(uint32_t state, uint64_t v) {
-  uint32_t len = tmk__bitlen63(v);
-  return state ? state - (state >> 3) + 2u * len : 16u * len;
+/* The loop of tmk__leaf_run, for zones with an open parent ending at pe (has_parent) or at the
+ * root depth with nothing open: inlined once for each, so neither tests which it is. */
+TMK__HOT size_t tmk__leaf_loop(tmk_proto_slot* slots, const tmk_proto_zone* zones, size_t i,
+                               size_t n, uint8_t** pp, tmk__nout* num, uint64_t* cursorp,
+                               uint32_t* u, uint32_t depth, const int has_parent, uint64_t pe,
+                               size_t keep) {
+  uint8_t* p = *pp;
+  tmk__nout o = *num;
+  uint64_t cursor = *cursorp;
+  uint32_t ugap = u[0], udur = u[1], ufresh = u[2];
+  /* (the last zone goes to the general path: zones[i + 1] is always there to look at) */
+  for (; i + 1 < n; i++) {
+    const tmk_proto_zone* z = &zones[i];
+    const uint64_t start = z->start, dur = z->duration, gap = start - cursor;
+    const uint32_t site = z->site;
+    tmk_proto_slot* sl;
+    uint64_t b1, b2;
+    unsigned n1, n2;
+    if (z->depth != depth || site - 1u >= TMK__LEAF_SHORT_MAX || gap >= TMK__HALF) break;
+    if (has_parent) { /* tmk__inside(cursor, pe, z) */
+      const uint64_t room = pe - cursor;
+      if (room >= TMK__HALF || gap > room || dur > room - gap) break;
+    }
+    if (zones[i + 1].depth == depth + 1) break; /* z may be an OPEN */
+    if ((size_t)(o.front - p) < keep) break;
+    if (!tmk__short_code(ugap, gap, &b1, &n1)) break;
+    sl = &slots[site & (TMK_PROTO_PREDICT_SLOTS - 1)];
+    if (TMK__P_LIKELY(sl->site == site)) { /* predicted (site >= 1: only a used slot holds it) */
+      const uint64_t code = tmk__zz(dur - sl->duration);
+      if (!tmk__short_code(udur, code, &b2, &n2)) break;
+      udur = tmk__u_update(udur, code);
+    } else {
+      if (!tmk__short_code(ufresh, dur, &b2, &n2)) break;
+      ufresh = tmk__u_update(ufresh, dur);
+      sl->site = site;
+      sl->used = 1;
+    }
+    ugap = tmk__u_update(ugap, gap);
+    *p++ = (uint8_t)(TMK__TAG_LEAF_SHORT + site - 1);
+    if (TMK__P_LIKELY(n1 + n2 <= 32)) { /* both codes in one write, nearly always */
+      tmk__nout_bits(&o, b1 | b2 << n1, n1 + n2);
+    } else {
+      tmk__nout_bits(&o, b1, n1);
+      tmk__nout_bits(&o, b2, n2);
+    }
+    sl->duration = dur;
+    cursor = start + dur;
+  }
+  u[0] = ugap;
+  u[1] = udur;
+  u[2] = ufresh;
+  *pp = p;
+  *num = o;
+  *cursorp = cursor;
+  return i;
 }
 
 /* A run of zones that are plain LEAFs with a short site (§5.3): each a direct child of the zone
@@ -498,49 +550,20 @@ static inline uint32_t tmk__short_update(uint32_t state, uint64_t v) {
 TMK__HOT size_t tmk__leaf_run(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t i,
                               size_t n, uint8_t** pp, tmk__nout* num, uint64_t* cursorp,
                               uint32_t depth, const uint64_t* parent_end, unsigned nopen) {
-  uint8_t* p = *pp;
-  tmk__nout o = *num;
-  uint64_t cursor = *cursorp;
   uint32_t* st = num->state;
-  uint32_t sgap = st[TMK__NUM_GAP], sdur = st[TMK__NUM_DUR], sfresh = st[TMK__NUM_FRESH];
+  uint32_t u[3];
   const size_t keep = (size_t)TMK__CLOSE_MAX * nopen + TMK__ZONE_MAX;
-  for (; i < n; i++) {
-    const tmk_proto_zone* z = &zones[i];
-    const uint64_t start = z->start, dur = z->duration, gap = start - cursor;
-    const uint32_t site = z->site;
-    tmk_proto_slot* sl;
-    uint64_t code, b1, b2;
-    unsigned n1, n2, fresh;
-    if (z->depth != depth || site - 1u >= TMK__LEAF_SHORT_MAX || gap >= TMK__HALF) break;
-    if (parent_end) { /* tmk__inside(cursor, *parent_end, z) */
-      const uint64_t room = *parent_end - cursor;
-      if (room >= TMK__HALF || gap > room || dur > room - gap) break;
-    }
-    if (i + 1 < n && zones[i + 1].depth == depth + 1) break;
-    if ((size_t)(o.front - p) < keep) break;
-    sl = &w->predict[0][site & (TMK_PROTO_PREDICT_SLOTS - 1)];
-    fresh = !(sl->used && sl->site == site);
-    code = fresh ? dur : tmk__zz(dur - sl->duration);
-    if (!tmk__short_code(sgap, gap, &b1, &n1) ||
-        !tmk__short_code(fresh ? sfresh : sdur, code, &b2, &n2))
-      break;
-    *p++ = (uint8_t)(TMK__TAG_LEAF_SHORT + site - 1);
-    tmk__nout_bits(&o, b1, n1);
-    tmk__nout_bits(&o, b2, n2);
-    sgap = tmk__short_update(sgap, gap);
-    if (fresh) sfresh = tmk__short_update(sfresh, code);
-    else sdur = tmk__short_update(sdur, code);
-    sl->site = site;
-    sl->used = 1;
-    sl->duration = dur;
-    cursor = start + dur;
-  }
-  st[TMK__NUM_GAP] = sgap;
-  st[TMK__NUM_DUR] = sdur;
-  st[TMK__NUM_FRESH] = sfresh;
-  *pp = p;
-  *num = o;
-  *cursorp = cursor;
+  u[0] = tmk__state_u(st[TMK__NUM_GAP]);
+  u[1] = tmk__state_u(st[TMK__NUM_DUR]);
+  u[2] = tmk__state_u(st[TMK__NUM_FRESH]);
+  if (parent_end)
+    i = tmk__leaf_loop(w->predict[0], zones, i, n, pp, num, cursorp, u, depth, 1, *parent_end,
+                       keep);
+  else
+    i = tmk__leaf_loop(w->predict[0], zones, i, n, pp, num, cursorp, u, depth, 0, 0, keep);
+  st[TMK__NUM_GAP] = tmk__u_state(u[0]);
+  st[TMK__NUM_DUR] = tmk__u_state(u[1]);
+  st[TMK__NUM_FRESH] = tmk__u_state(u[2]);
   return i;
 }
 #endif
