@@ -271,7 +271,7 @@ uint64_t tmk__rxq_bytes(tmk__rxq* q);
 
 typedef struct tmk__rxq_counters {
   uint64_t capacity, memory, bytes, peak, datagrams, drops, drop_bytes;
-  uint64_t cpu_ns;              /* the receive thread's CPU time, as of its last wake-up */
+  uint64_t cpu_ns;              /* the receive thread's CPU time so far */
 } tmk__rxq_counters;
 typedef struct tmk__udp_rx tmk__udp_rx;
 /* Starts the thread that reads fd (the bound UDP socket) into a queue of queue_bytes, which

@@ -33,7 +33,13 @@ struct tmk__udp_rx {
   uint8_t* batch;              /* [rx] RX_BATCH receive buffers */
   uv_async_t async;            /* rx -> loop: the queue has datagrams */
   int async_open;
-  _Atomic uint64_t cpu_ns;     /* the thread's CPU time, as of its last wake-up */
+  /* The thread's CPU time, read by whoever asks (tmk__udp_rx_counters) through the thread's
+   * CPU clock while it runs: on a VM such a read is a system call of 1-2 us, too dear for
+   * every wake-up of the thread itself. At its exit the thread stores the final figure. */
+  clockid_t clock;
+  _Atomic int has_clock; /* set by the thread once `clock` is its CPU clock */
+  _Atomic int exited;
+  _Atomic uint64_t cpu_ns;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -203,6 +209,9 @@ static int read_socket(tmk__udp_rx* rx) {
 
 static void* rx_main(void* arg) {
   tmk__udp_rx* rx = arg;
+#ifdef __linux__
+  if (pthread_getcpuclockid(pthread_self(), &rx->clock) == 0) atomic_store(&rx->has_clock, 1);
+#endif
   for (;;) {
     struct pollfd p[2] = {{rx->fd, POLLIN, 0}, {rx->wake[0], POLLIN, 0}};
     if (poll(p, 2, -1) < 0) {
@@ -213,13 +222,15 @@ static void* rx_main(void* arg) {
     if (p[0].revents & POLLNVAL) break;
     int n = read_socket(rx);
     if (n > 0) uv_async_send(&rx->async);
-    atomic_store(&rx->cpu_ns, tmk__own_cpu_ns());
+    if (!atomic_load(&rx->has_clock)) atomic_store(&rx->cpu_ns, tmk__own_cpu_ns());
     if (n < 0) {
       tmk_relay__log(&rx->relay->log, TMK_LOG_ERROR, "udp receive failed: %s; UDP ingest stops",
                      strerror(errno));
       break;
     }
   }
+  atomic_store(&rx->cpu_ns, tmk__own_cpu_ns());
+  atomic_store(&rx->exited, 1);
   return NULL;
 }
 
@@ -304,5 +315,12 @@ void tmk__udp_rx_counters(tmk__udp_rx* rx, tmk__rxq_counters* out) {
   out->datagrams = atomic_load(&rx->q.datagrams);
   out->drops = atomic_load(&rx->q.drops);
   out->drop_bytes = atomic_load(&rx->q.drop_bytes);
-  out->cpu_ns = atomic_load(&rx->cpu_ns);
+  struct timespec ts;
+  /* While the thread runs, its clock; once it has exited (or when the read fails because it
+   * just did: it stores its figure before it exits), the figure it stored. */
+  if (atomic_load(&rx->has_clock) && !atomic_load(&rx->exited) &&
+      clock_gettime(rx->clock, &ts) == 0)
+    out->cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  else
+    out->cpu_ns = atomic_load(&rx->cpu_ns);
 }

@@ -340,7 +340,7 @@ typedef struct tmk_relay_totals {
   uint64_t bad_mac;           /* packets whose MAC matched no key that applies (§2.1) */
   uint64_t udp_queue_drops;   /* datagrams dropped because the receive queue was full */
   uint64_t udp_queue_peak;    /* most bytes the receive queue held at once */
-  uint64_t rx_cpu_ns;         /* CPU time of the UDP receive thread, as of its last wake-up */
+  uint64_t rx_cpu_ns;         /* CPU time of the UDP receive thread so far */
   uint64_t ingest_cpu_ns;     /* CPU time of the UDP receive thread and of the thread in
                                  tmk_relay_run (the loop: decode, store, TCP, control), as of
                                  their last wake-up or 10 ms tick */

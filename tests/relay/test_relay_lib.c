@@ -620,8 +620,21 @@ static void test_udp_queue_full_loop_behind(void** state) {
   tmk__udp_rx_counters(rr.r->udp_rx, &c);
   assert_int_equal(c.bytes, 0);
   assert_true(c.memory <= 2 * ((size_t)256 << 10)); /* caught up: the blocks went back */
+  /* The receive thread's CPU time: read through its clock while it runs (it took 45
+   * datagrams), the figure it stored at its exit once it has stopped; never going back. */
+  const uint64_t running_ns = c.cpu_ns;
+  assert_true(running_ns > 0);
+  tmk_relay_get_stats(rr.r, &t);
+  assert_true(t.rx_cpu_ns >= running_ns);
+  assert_true(t.ingest_cpu_ns >= t.rx_cpu_ns);
   close(a.fd);
-  finish(&rr);
+  tmk_relay_stop(rr.r);
+  assert_int_equal(pthread_join(rr.th, NULL), 0);
+  tmk__udp_rx_counters(rr.r->udp_rx, &c);
+  assert_true(c.cpu_ns >= t.rx_cpu_ns);
+  tmk_relay_get_stats(rr.r, &t);
+  assert_int_equal(t.rx_cpu_ns, c.cpu_ns); /* stored: the same at every read */
+  tmk_relay_destroy(rr.r);
 }
 
 static void test_lifecycle_edges(void** state) {
