@@ -61,12 +61,15 @@ static inline uint32_t tmk__state_u(uint32_t state) {
 }
 static inline uint32_t tmk__u_state(uint32_t u) { return u == TMK__U_ZERO ? 0 : u; }
 static inline unsigned tmk__u_k(uint32_t u) { return (u - TMK__U_ZERO) >> 4; }
-/* tmk__rice_update on a state kept as u, for v < 2^63 (tmk__bitlen63). The first branch is
- * the likely one: a state is 0 only at first. */
-static inline uint32_t tmk__u_update(uint32_t u, uint64_t v) {
-  const uint32_t len = tmk__bitlen63(v);
+/* tmk__rice_update on a state kept as u, from the number's bit length. The first branch is the
+ * likely one: a state is 0 only at first. */
+static inline uint32_t tmk__u_update_len(uint32_t u, uint32_t len) {
   if (TMK__P_LIKELY(u != TMK__U_ZERO)) return u - (u >> 3) + 2u * len;
   return len ? 16u * len : TMK__U_ZERO;
+}
+/* The same for v < 2^63 (tmk__bitlen63). */
+static inline uint32_t tmk__u_update(uint32_t u, uint64_t v) {
+  return tmk__u_update_len(u, tmk__bitlen63(v));
 }
 
 static inline uint32_t tmk__rice_update(uint32_t state, uint64_t v) {
@@ -320,7 +323,7 @@ TMK__HOT void tmk__nout_bits(tmk__nout* o, uint64_t bits, unsigned n) { /* n <= 
 }
 
 TMK__HOT void tmk__nout_num(tmk__nout* o, unsigned ctx, uint64_t v) {
-  unsigned k = tmk__rice_k(o->state[ctx]);
+  unsigned k = tmk__u_k(o->state[ctx]); /* (TMK__NOUT_U: the writer's states are kept as u) */
   uint64_t q = v >> k;
   if (q < TMK__RICE_ESC && k <= 48) {
     /* q ones, a zero, then the low k bits: one field of at most 55 bits */
@@ -337,9 +340,25 @@ TMK__HOT void tmk__nout_num(tmk__nout* o, unsigned ctx, uint64_t v) {
     tmk__nout_bits(o, v & 0xFFFFFFFFull, n < 32 ? n : 32);
     if (n > 32) tmk__nout_bits(o, v >> 32, n - 32);
   }
-  o->state[ctx] = tmk__rice_update(o->state[ctx], v);
+  o->state[ctx] = tmk__u_update_len(o->state[ctx], tmk__bitlen(v));
 }
 #endif
+
+/* How the writer keeps its context states: as tmk__state_u does where the number stream is
+ * written by the speed build's tmk__nout_num above (TMK__NOUT_U 1: the zone loops then use them
+ * as they are), as the states themselves at -Os. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE_SIZE__)
+#define TMK__NOUT_U 0
+#else
+#define TMK__NOUT_U 1
+#endif
+/* A writer's states before its first number, kept as u (TMK__NOUT_U). */
+static inline void tmk__nout_init(uint32_t* s) {
+  unsigned i;
+  for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) s[i] = TMK__U_ZERO;
+}
+/* The Rice parameter of a writer's state. */
+static inline unsigned tmk__nout_k(uint32_t s) { return TMK__NOUT_U ? tmk__u_k(s) : tmk__rice_k(s); }
 
 /* Stores the whole bytes waiting in o (a no-op where fewer than 8 bits ever wait). */
 static inline void tmk__nout_settle(tmk__nout* o) {

@@ -94,6 +94,9 @@ void tmk_proto_writer_reset(tmk_proto_writer* w) {
   int big_endian = w->big_endian;
   /* every field from len to the predictor tables is state of the packet being written */
   memset(&w->len, 0, (size_t)((char*)&w->open_end - (char*)&w->len));
+#if TMK__NOUT_U
+  tmk__nout_init(w->nstate); /* (at -Os the memset has done it: states of 0) */
+#endif
   w->big_endian = big_endian;
   w->len = 2;
   w->a_end = TMK__APREFIX;
@@ -483,6 +486,8 @@ static inline int tmk__short_code(uint32_t u, uint64_t v, uint64_t* bits, unsign
   return 1;
 }
 
+typedef char tmk__leaf_u_check[TMK__NOUT_U ? 1 : -1]; /* the states as the leaf run keeps them */
+
 /* The loop of tmk__leaf_run, for zones with an open parent ending at pe (has_parent) or at the
  * root depth with nothing open: inlined once for each, so neither tests which it is. */
 TMK__HOT size_t tmk__leaf_loop(tmk_proto_slot* slots, const tmk_proto_zone* zones, size_t i,
@@ -550,20 +555,20 @@ TMK__HOT size_t tmk__leaf_loop(tmk_proto_slot* slots, const tmk_proto_zone* zone
 TMK__HOT size_t tmk__leaf_run(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t i,
                               size_t n, uint8_t** pp, tmk__nout* num, uint64_t* cursorp,
                               uint32_t depth, const uint64_t* parent_end, unsigned nopen) {
-  uint32_t* st = num->state;
+  uint32_t* st = num->state; /* kept as tmk__state_u keeps them (TMK__NOUT_U) */
   uint32_t u[3];
   const size_t keep = (size_t)TMK__CLOSE_MAX * nopen + TMK__ZONE_MAX;
-  u[0] = tmk__state_u(st[TMK__NUM_GAP]);
-  u[1] = tmk__state_u(st[TMK__NUM_DUR]);
-  u[2] = tmk__state_u(st[TMK__NUM_FRESH]);
+  u[0] = st[TMK__NUM_GAP];
+  u[1] = st[TMK__NUM_DUR];
+  u[2] = st[TMK__NUM_FRESH];
   if (parent_end)
     i = tmk__leaf_loop(w->predict[0], zones, i, n, pp, num, cursorp, u, depth, 1, *parent_end,
                        keep);
   else
     i = tmk__leaf_loop(w->predict[0], zones, i, n, pp, num, cursorp, u, depth, 0, 0, keep);
-  st[TMK__NUM_GAP] = tmk__u_state(u[0]);
-  st[TMK__NUM_DUR] = tmk__u_state(u[1]);
-  st[TMK__NUM_FRESH] = tmk__u_state(u[2]);
+  st[TMK__NUM_GAP] = u[0];
+  st[TMK__NUM_DUR] = u[1];
+  st[TMK__NUM_FRESH] = u[2];
   return i;
 }
 #endif
@@ -750,13 +755,13 @@ int tmk_proto_put_zones(tmk_proto_writer* w, const tmk_proto_zone* zones, size_t
     if ((size_t)(num.front - p) < need + TMK__ZONE_MAX) {
       /* Near the end of the packet: work out exactly what this zone takes. */
       if (need_at) need += 1 + tmk__varint_size(z->depth) + tmk__varint_size(tmk__zz(z->start - cursor));
-      nbits = num.pend + tmk__rice_bits(gap, tmk__rice_k(num.state[TMK__NUM_GAP]));
+      nbits = num.pend + tmk__rice_bits(gap, tmk__nout_k(num.state[TMK__NUM_GAP]));
       if (is_open) {
         need += (z->site >= 1 && z->site <= TMK__OPEN_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
       } else {
         /* Contexts are separate, so coding the gap leaves the duration's state unchanged. */
         need += (z->site >= 1 && z->site <= TMK__LEAF_SHORT_MAX ? 1 : 1 + tmk__varint_size(z->site));
-        nbits += tmk__rice_bits(code, tmk__rice_k(num.state[dctx]));
+        nbits += tmk__rice_bits(code, tmk__nout_k(num.state[dctx]));
       }
       need += (nbits + 7) / 8;
       if ((size_t)(num.front - p) < need) break;
