@@ -340,7 +340,8 @@ typedef struct tmk_proto_writer {
   uint32_t b_start; /* number stream: buf[b_start, cap), grows towards the front (§5) */
   uint64_t nacc;    /* number stream bits not yet stored, LSB first */
   uint32_t npend;
-  uint32_t nstate[TMK_PROTO_NUM_CONTEXTS];
+  uint32_t nstate[TMK_PROTO_NUM_CONTEXTS]; /* the contexts' states (§5.0); a speed build keeps a
+                                             state of 0 as 4 (TMK__NOUT_U, tmk_proto_rice.h) */
   uint32_t records; /* records written since reset */
   uint32_t zones;   /* zones written since reset */
   uint64_t base_time;
