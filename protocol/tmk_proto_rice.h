@@ -357,8 +357,6 @@ static inline void tmk__nout_init(uint32_t* s) {
   unsigned i;
   for (i = 0; i < TMK_PROTO_NUM_CONTEXTS; i++) s[i] = TMK__U_ZERO;
 }
-/* The Rice parameter of a writer's state. */
-static inline unsigned tmk__nout_k(uint32_t s) { return TMK__NOUT_U ? tmk__u_k(s) : tmk__rice_k(s); }
 
 /* Stores the whole bytes waiting in o (a no-op where fewer than 8 bits ever wait). */
 static inline void tmk__nout_settle(tmk__nout* o) {

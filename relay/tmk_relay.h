@@ -341,9 +341,9 @@ typedef struct tmk_relay_totals {
   uint64_t udp_queue_drops;   /* datagrams dropped because the receive queue was full */
   uint64_t udp_queue_peak;    /* most bytes the receive queue held at once */
   uint64_t rx_cpu_ns;         /* CPU time of the UDP receive thread so far */
-  uint64_t ingest_cpu_ns;     /* CPU time of the UDP receive thread and of the thread in
-                                 tmk_relay_run (the loop: decode, store, TCP, control), as of
-                                 their last wake-up or 10 ms tick */
+  uint64_t ingest_cpu_ns;     /* CPU time of the UDP receive thread (so far) and of the thread
+                                 in tmk_relay_run (the loop: decode, store, TCP, control; as of
+                                 its last 10 ms tick) */
   uint64_t populated_bytes;   /* fresh memory faulted in ahead of use (the store's slabs, the UDP
                                  queue's blocks, the ClickHouse sink's staging), and ... */
   uint64_t populate_cpu_ns;   /* ... the CPU time the relay's threads spent doing so; both for
