@@ -19,6 +19,30 @@ static void tmk_bench_tight(uint64_t n) {
   }
 }
 
+/* For the cost of a filtered zone: a loop whose body is one add in a register (the empty asm
+ * keeps the sum in a register and the loop a loop), with and without a zone. Unlike the tight
+ * loop's volatile add, whose store-to-load chain hides a few cheap instructions beside it on some
+ * machines, this body leaves the zone's own instructions in plain sight. (inline only so that a
+ * benchmark that does not use them gets no unused-function warning: tmk-bench-load calls both
+ * through a pointer.) */
+static inline void tmk_bench_reg_zone(uint64_t n) {
+  uint64_t i, acc = 0;
+  for (i = 0; i < n; i++) {
+    TMK_ZONE("reg", TMK_SEV_INFO, 1);
+    acc += i;
+    __asm__ volatile("" : "+r"(acc));
+  }
+  tmk_bench_sink = acc;
+}
+static inline void tmk_bench_reg_bare(uint64_t n) {
+  uint64_t i, acc = 0;
+  for (i = 0; i < n; i++) {
+    acc += i;
+    __asm__ volatile("" : "+r"(acc));
+  }
+  tmk_bench_sink = acc;
+}
+
 /* One frame: Frame > { Update > { AI, Physics x 6 }, Render > { Draw x 10 } }: 20 zones. */
 static void tmk_bench_game_frame(uint64_t f) {
   int k;

@@ -9,7 +9,10 @@
  * how often the thread was preempted by the flusher, the relay and everything else),
  * client_cpu_ns_per_zone (the whole process but the relay's two ingest threads: game loop,
  * flusher, sends), relay_cpu_ns_per_zone (the relay's receive and loop threads' CPU per stored
- * zone) and idle_zone_ns (desc.on_demand, nothing listening).
+ * zone) and idle_zone_ns: what a zone adds to a loop iteration with desc.on_demand and nothing
+ * listening (idle_reg_loop_ns, a loop of one register add with the zone, less no_zone_reg_loop_ns,
+ * the same loop without it; idle_tight_loop_ns is the tight loop's iteration in that state,
+ * volatile add included).
  * Optional argument: zones per mode. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -208,13 +211,32 @@ static int run_phase(relay_thread* rp, phase* ph, void (*loop)(uint64_t), uint64
   return 0;
 }
 
-/* ns per zone with nothing listening: on demand, the agent records nothing until WELCOME. */
-static double idle_zone_ns(uint64_t n) {
+/* CPU ns per iteration of loop over n iterations, on this thread. */
+static double loop_ns(void (*loop)(uint64_t), uint64_t n) {
+  double t0 = thread_cpu_s();
+  loop(n);
+  return (thread_cpu_s() - t0) * 1e9 / (double)n;
+}
+
+static int dbl_cmp(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* With nothing listening (desc.on_demand, a port nobody listens on): CPU ns per iteration of
+ * the register-add loop with a zone (*zone_loop) and without one (*bare_loop), medians of 5 runs
+ * of each, alternated, and of the tight loop (*tight_loop, one run: the figure earlier versions
+ * of this benchmark printed as idle_zone_ns, mostly the tight loop's own volatile add). The
+ * loops are called through volatile pointers, so that none is inlined here. */
+static int idle_ns(uint64_t n, double* zone_loop, double* bare_loop, double* tight_loop) {
+  static void (*volatile with_zone)(uint64_t) = tmk_bench_reg_zone;
+  static void (*volatile without)(uint64_t) = tmk_bench_reg_bare;
+  static void (*volatile tight)(uint64_t) = tmk_bench_tight;
   tmk_agent_desc d;
   struct sockaddr_in sa;
   socklen_t sl = sizeof sa;
-  double t0, t;
-  int fd = socket(AF_INET, SOCK_DGRAM, 0), rc;
+  double a[5], b[5];
+  int fd = socket(AF_INET, SOCK_DGRAM, 0), rc, i;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -232,19 +254,27 @@ static double idle_zone_ns(uint64_t n) {
     fprintf(stderr, "tmk-bench-load: agent init: %s\n", tmk_strerror(rc));
     return -1;
   }
-  tmk_bench_tight(n / 10); /* warm */
-  t0 = thread_cpu_s();
-  tmk_bench_tight(n);
-  t = thread_cpu_s() - t0;
+  with_zone(n / 10); /* warm */
+  without(n / 10);
+  for (i = 0; i < 5; i++) {
+    a[i] = loop_ns(with_zone, n / 5);
+    b[i] = loop_ns(without, n / 5);
+  }
+  tight(n / 10);
+  *tight_loop = loop_ns(tight, n);
   tmk_agent_shutdown();
-  return t * 1e9 / (double)n;
+  qsort(a, 5, sizeof a[0], dbl_cmp);
+  qsort(b, 5, sizeof b[0], dbl_cmp);
+  *zone_loop = a[2];
+  *bare_loop = b[2];
+  return 0;
 }
 
 int main(int argc, char** argv) {
   uint64_t n = 10000000;
   relay_thread rp;
   phase pt, pn;
-  double idle, stored;
+  double idle_loop = 0, bare_loop = 0, idle_tight = 0, stored;
   int rc = 0;
   if (argc > 1) n = strtoull(argv[1], NULL, 10);
   if (n < 20) n = 20;
@@ -263,7 +293,7 @@ int main(int argc, char** argv) {
   }
   relay_end(&rp);
   if (rc) return rc;
-  idle = idle_zone_ns(n);
+  if (idle_ns(n, &idle_loop, &bare_loop, &idle_tight) != 0) return 1;
   stored = (double)(pt.relay.zones + pn.relay.zones);
   printf("RESULT delivered_ratio_tight=%.4f\n", (double)pt.relay.zones / (double)pt.recorded);
   printf("RESULT delivered_ratio_nested=%.4f\n", (double)pn.relay.zones / (double)pn.recorded);
@@ -273,6 +303,9 @@ int main(int argc, char** argv) {
          (pt.client_cpu + pn.client_cpu) * 1e9 / (double)(pt.recorded + pn.recorded));
   printf("RESULT relay_cpu_ns_per_zone=%.2f\n",
          stored > 0 ? (pt.relay_cpu + pn.relay_cpu) * 1e9 / stored : 0.0);
-  printf("RESULT idle_zone_ns=%.2f\n", idle);
-  return stored > 0 && idle >= 0 ? 0 : 1;
+  printf("RESULT idle_zone_ns=%.2f\n", idle_loop - bare_loop);
+  printf("RESULT idle_reg_loop_ns=%.2f\n", idle_loop);
+  printf("RESULT no_zone_reg_loop_ns=%.2f\n", bare_loop);
+  printf("RESULT idle_tight_loop_ns=%.2f\n", idle_tight);
+  return stored > 0 ? 0 : 1;
 }
