@@ -418,6 +418,9 @@ static batch* spill_read(const char* path, const char** why) {
       b = NULL;
       goto out;
     }
+    /* exactly len (put alone would round up to a power of two, and a batch read back would
+     * then hold more than --clickhouse-memory lets recycle_locked keep) */
+    if (len && (b->seg[t].p = malloc(len)) != NULL) b->seg[t].cap = len;
     put(&b->seg[t], d + i, len);
     b->rows[t] = rows;
     b->total_rows += rows;
@@ -847,7 +850,7 @@ static void seal(tmk__ch* ch) {
     snprintf(ch->st.last_error, sizeof ch->st.last_error, "out of memory staging a batch");
     batch_free(b);
   } else if (b->total_rows == 0) {
-    batch_free(b);
+    recycle_locked(ch, b); /* staged and left empty (a batch begun just as a burst ended) */
   } else if (ch->q_bytes + b->bytes <= ch->queue_max) {
     if (ch->q_tail) ch->q_tail->next = b;
     else ch->q_head = b;
