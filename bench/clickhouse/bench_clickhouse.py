@@ -5,9 +5,11 @@ clickhouse-server (Debian's, started here in a temporary directory on free ports
                              (one relay, TCP targets sending flat out)
   RESULT relay_cpu_overhead  relay CPU seconds (all threads) with the sink / without it, same load,
                              each relay's first burst (fresh relays: cold)
-  RESULT relay_cpu_overhead_warm  the same ratio for each of these relays' second burst (a new
-                             session of the same size after the first was fully stored and, with
-                             the sink, in ClickHouse): what a long-running relay pays
+  RESULT relay_cpu_overhead_warm  the same ratio for these relays' later bursts (new sessions of
+                             the same size, each after the one before was fully stored and, with
+                             the sink, in ClickHouse; --warm N of them, default 5, the two relays
+                             running side by side and taking turns): the median of the N pairs'
+                             ratios, what a long-running relay pays
   RESULT relay_cpu_overhead_excl_page_population, relay_cpu_overhead_warm_excl_page_population
                              the same two ratios without the CPU time each relay spent faulting in
                              fresh memory ahead of use (GET /api/relay "populated"): on a VM whose
@@ -19,7 +21,8 @@ clickhouse-server (Debian's, started here in a temporary directory on free ports
 Relay CPU is the sum over its threads of /proc/PID/task/*/schedstat (ns), read once ClickHouse
 holds every zone. Figures are measured in this one run on this machine; docs/SCALE.md says what
 they mean.
-Usage: tmk-bench-clickhouse [--packets-per-target N] [--targets N] [--senders N] [--keep DIR]"""
+Usage: tmk-bench-clickhouse [--packets-per-target N] [--targets N] [--senders N] [--warm N]
+                            [--keep DIR]"""
 import argparse
 import os
 import shutil
@@ -151,6 +154,7 @@ def main():
     ap.add_argument("--targets", type=int, default=4)
     ap.add_argument("--keep", help="keep the temporary directory here")
     ap.add_argument("--senders", type=int, help="the relays' --clickhouse-senders")
+    ap.add_argument("--warm", type=int, default=5, help="warm bursts per relay (default 5)")
     a = ap.parse_args()
     if a.senders is not None:
         SENDERS[:] = ["--clickhouse-senders", str(a.senders)]
@@ -162,8 +166,9 @@ def main():
     ch = chserver.ClickHouse(os.path.join(tmp, "ch")).start()
     ch.query("CREATE DATABASE IF NOT EXISTS telemark", database="default")
     try:
-        # 1. one relay with the sink
+        # 1. one relay with the sink and one without it, side by side: a first (cold) burst each
         r = Relay(tmp, "with", ch.url())
+        r0 = Relay(tmp, "without")
         ch_cpu0 = cpu_seconds(ch.proc.pid)
         total, secs, cpu, flt, pop = run([r], a.packets_per_target, a.targets, ch)
         ch_cpu = cpu_seconds(ch.proc.pid) - ch_cpu0
@@ -175,25 +180,29 @@ def main():
               f"sink errors {sink['errors']}, "
               f"dropped {sink['rows_dropped']}, spilled {sink['spilled_total']}, "
               f"ClickHouse CPU {ch_cpu:.2f} s, staging kept {sink.get('staging_kept_bytes', '?')}")
-        # 1b. the same relay, a second burst (new session ids), once the first is all in
-        wtotal, wsecs, wcpu, wflt, wpop = run([r], a.packets_per_target, a.targets, ch, in_ch,
-                                              first_seed=500, again=True)
-        sink = r.get("/api/relay", timeout=30)["clickhouse"]
-        r.stop()
-        print(f"with sink, warm: {wtotal} zones in ClickHouse after {wsecs:.2f} s, relay CPU "
-              f"{wcpu[0]:.3f} s ({wpop[0][0]:.3f} s populating {wpop[0][1]:.0f} MB), "
-              f"{wflt[0]} minor faults, sink errors {sink['errors']}, "
-              f"dropped {sink['rows_dropped']}, staging kept {sink.get('staging_kept_bytes', '?')}")
-        # 2. the same load without the sink, twice on the same relay
-        r = Relay(tmp, "without")
-        total0, secs0, cpu0, flt0, pop0 = run([r], a.packets_per_target, a.targets)
-        wtotal0, _, wcpu0, wflt0, wpop0 = run([r], a.packets_per_target, a.targets,
-                                              first_seed=500, again=True)
-        r.stop()
+        total0, secs0, cpu0, flt0, pop0 = run([r0], a.packets_per_target, a.targets)
         print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s ({pop0[0][0]:.3f} s "
-              f"populating {pop0[0][1]:.0f} MB), {flt0[0]} minor faults; warm: {wtotal0} zones, "
-              f"relay CPU {wcpu0[0]:.3f} s ({wpop0[0][0]:.3f} s populating {wpop0[0][1]:.0f} MB), "
-              f"{wflt0[0]} minor faults")
+              f"populating {pop0[0][1]:.0f} MB), {flt0[0]} minor faults")
+        # 1b. then a.warm more bursts each (new session ids), alternating with and without: each
+        # relay's CPU for a burst is a tenth of a second or two, so one pair swings with what else
+        # the machine did in it; the warm figures are medians over the pairs
+        pairs = []
+        for k in range(a.warm):
+            base = ch.scalar("SELECT count() FROM zones")
+            wt, wsecs, wc, wf, wp = run([r], a.packets_per_target, a.targets, ch, base,
+                                        first_seed=2000 + 100 * k, again=True)
+            wt0, _, wc0, wf0, wp0 = run([r0], a.packets_per_target, a.targets,
+                                        first_seed=2000 + 100 * k, again=True)
+            sink = r.get("/api/relay", timeout=30)["clickhouse"]
+            print(f"warm pair {k + 1}: with sink {wt} zones in ClickHouse after {wsecs:.2f} s, relay "
+                  f"CPU {wc[0]:.3f} s ({wp[0][0]:.3f} s populating {wp[0][1]:.0f} MB), {wf[0]} minor "
+                  f"faults, sink errors {sink['errors']}, dropped {sink['rows_dropped']}, staging "
+                  f"kept {sink.get('staging_kept_bytes', '?')}; without: {wt0} zones, relay CPU "
+                  f"{wc0[0]:.3f} s ({wp0[0][0]:.3f} s populating {wp0[0][1]:.0f} MB), {wf0[0]} "
+                  f"minor faults")
+            pairs.append((wc[0], wp[0][0], wt, wc0[0], wp0[0][0], wt0))
+        r.stop()
+        r0.stop()
         # 3. fan-in: 8 relays, one target each, one ClickHouse
         before = ch.scalar("SELECT count() FROM zones")
         relays = [Relay(tmp, f"fan{i}", ch.url()) for i in range(8)]
@@ -208,16 +217,24 @@ def main():
         # when a target fails)
         print(f"RESULT relay_cpu_overhead={(cpu[0] / total) / (cpu0[0] / total0):.2f}" if cpu0[0] > 0 else
               "RESULT relay_cpu_overhead=nan")
-        print(f"RESULT relay_cpu_overhead_warm={(wcpu[0] / wtotal) / (wcpu0[0] / wtotal0):.2f}"
-              if wcpu0[0] > 0 and wtotal > 0 and wtotal0 > 0 else "RESULT relay_cpu_overhead_warm=nan")
+        def ratio(c, p, n, c0, p0, n0):
+            return ((c - p) / n) / ((c0 - p0) / n0) if c0 > p0 and n and n0 else float("nan")
+        def median(xs):
+            xs = sorted(x for x in xs if x == x)  # (x == x: not nan)
+            if not xs:
+                return float("nan")
+            m = len(xs) // 2
+            return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+        warm = [ratio(c, 0, n, c0, 0, n0) for c, p, n, c0, p0, n0 in pairs]
+        warm_x = [ratio(*x) for x in pairs]
+        print("warm pairs, relay CPU with / without: " + ", ".join(f"{x:.2f}" for x in warm) +
+              "; without page population: " + ", ".join(f"{x:.2f}" for x in warm_x))
+        print(f"RESULT relay_cpu_overhead_warm={median(warm):.2f}")
         # the same two ratios without the CPU time spent populating fresh memory: on a VM whose
         # host takes back free memory that time depends on what ran just before (docs/SCALE.md)
-        def ratio(c, p, n, c0, p0, n0):
-            return f"{((c - p) / n) / ((c0 - p0) / n0):.2f}" if c0 > p0 and n and n0 else "nan"
-        print("RESULT relay_cpu_overhead_excl_page_population=" +
-              ratio(cpu[0], pop[0][0], total, cpu0[0], pop0[0][0], total0))
-        print("RESULT relay_cpu_overhead_warm_excl_page_population=" +
-              ratio(wcpu[0], wpop[0][0], wtotal, wcpu0[0], wpop0[0][0], wtotal0))
+        print(f"RESULT relay_cpu_overhead_excl_page_population="
+              f"{ratio(cpu[0], pop[0][0], total, cpu0[0], pop0[0][0], total0):.2f}")
+        print(f"RESULT relay_cpu_overhead_warm_excl_page_population={median(warm_x):.2f}")
         print(f"RESULT fanin_zones_per_s={fin / fsecs:.0f}")
         print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(in_ch, 1):.0f}")
         try:
