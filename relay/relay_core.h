@@ -339,6 +339,8 @@ int tmk__rec_read(const uint8_t* data, size_t len, tmk__rec_packet_fn fn, void* 
                   tmk__rec_read_result* res);
 /* CRC-32C (Castagnoli) used by chunk headers. */
 uint32_t tmk__crc32c(uint32_t crc, const void* data, size_t len);
+/* The same without the CPU's instruction: the tables every machine uses where it has none. */
+uint32_t tmk__crc32c_tables(uint32_t crc, const void* data, size_t len);
 
 /* =============================================================================================
  * JSON writer (relay_json.c): a growable buffer with escaping, for the HTTP API.

@@ -285,6 +285,36 @@ static void test_crc32c_check_value(void** state) {
   assert_int_equal(tmk__crc32c(part, "56789", 5), 0xE3069283u);
 }
 
+/* Bit at a time, straight from the polynomial: what both table and instruction must give. */
+static uint32_t crc32c_bitwise(uint32_t crc, const uint8_t* p, size_t len) {
+  crc = ~crc;
+  while (len--) {
+    crc ^= *p++;
+    for (int k = 0; k < 8; k++) crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
+  }
+  return ~crc;
+}
+
+static void test_crc32c_every_offset_and_length(void** state) {
+  (void)state;
+  static uint8_t buf[600];
+  uint32_t x = 12345;
+  for (size_t i = 0; i < sizeof buf; i++) {
+    x = x * 1103515245u + 12345u;
+    buf[i] = (uint8_t)(x >> 23);
+  }
+  for (size_t off = 0; off < 16; off++)
+    for (size_t len = 0; len + off <= sizeof buf; len += len < 40 ? 1 : 37) {
+      uint32_t want = crc32c_bitwise(0x1234u, buf + off, len);
+      assert_int_equal(tmk__crc32c(0x1234u, buf + off, len), want);
+      assert_int_equal(tmk__crc32c_tables(0x1234u, buf + off, len), want);
+      /* in two pieces, split anywhere */
+      uint32_t part = tmk__crc32c(0x1234u, buf + off, len / 3);
+      assert_int_equal(tmk__crc32c(part, buf + off + len / 3, len - len / 3), want);
+    }
+  assert_int_equal(tmk__crc32c_tables(0, "123456789", 9), 0xE3069283u);
+}
+
 static void test_agent_file(void** state) {
   (void)state;
   uint8_t buf[4096];
@@ -957,6 +987,7 @@ int main(void) {
       cmocka_unit_test(test_reorder_keyed_replay),
       cmocka_unit_test(test_recording_roundtrip_and_every_torn_tail),
       cmocka_unit_test(test_crc32c_check_value),
+      cmocka_unit_test(test_crc32c_every_offset_and_length),
       cmocka_unit_test(test_agent_file),
       cmocka_unit_test(test_store_decode_query_and_budget),
       cmocka_unit_test(test_store_evict_after_thread_table_grows),
