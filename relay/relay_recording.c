@@ -20,7 +20,8 @@
  * spill files and recordings are checksummed whole: a byte a step was a fifth of a relay's CPU
  * when its ClickHouse sink spilled)
  * ------------------------------------------------------------------------------------------- */
-static uint32_t g_crc_table[8][256]; /* filled once per process (relays on several threads share it) */
+/* filled once per process (relays on several threads share it) */
+static uint32_t g_crc_table[8][256];
 static pthread_once_t g_crc_once = PTHREAD_ONCE_INIT;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TMK__CRC_HW 1
@@ -34,19 +35,24 @@ static void crc_init(void) {
     g_crc_table[0][i] = c;
   }
   for (uint32_t i = 0; i < 256; i++)
-    for (int k = 1; k < 8; k++)
-      g_crc_table[k][i] = (g_crc_table[k - 1][i] >> 8) ^ g_crc_table[0][g_crc_table[k - 1][i] & 0xFF];
+    for (int k = 1; k < 8; k++) {
+      const uint32_t prev = g_crc_table[k - 1][i];
+      g_crc_table[k][i] = (prev >> 8) ^ g_crc_table[0][prev & 0xFF];
+    }
 #ifdef TMK__CRC_HW
   g_crc_hw = __builtin_cpu_supports("sse4.2");
 #endif
+}
+
+static uint32_t get_u32le(const uint8_t* p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* The register form (no inversions) of the update, eight bytes a step, any byte order. */
 static uint32_t crc_tables(uint32_t c, const uint8_t* p, size_t len) {
   const uint32_t(*t)[256] = g_crc_table;
   for (; len >= 8; len -= 8, p += 8) {
-    uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-    uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+    const uint32_t lo = c ^ get_u32le(p), hi = get_u32le(p + 4);
     c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
         t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
   }
@@ -88,10 +94,6 @@ static void put_u32le(uint8_t* p, uint32_t v) {
   p[1] = (uint8_t)(v >> 8);
   p[2] = (uint8_t)(v >> 16);
   p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_u32le(const uint8_t* p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -194,10 +194,11 @@ def main():
             wt0, _, wc0, wf0, wp0 = run([r0], a.packets_per_target, a.targets,
                                         first_seed=2000 + 100 * k, again=True)
             sink = r.get("/api/relay", timeout=30)["clickhouse"]
-            print(f"warm pair {k + 1}: with sink {wt} zones in ClickHouse after {wsecs:.2f} s, relay "
-                  f"CPU {wc[0]:.3f} s ({wp[0][0]:.3f} s populating {wp[0][1]:.0f} MB), {wf[0]} minor "
-                  f"faults, sink errors {sink['errors']}, dropped {sink['rows_dropped']}, staging "
-                  f"kept {sink.get('staging_kept_bytes', '?')}; without: {wt0} zones, relay CPU "
+            print(f"warm pair {k + 1}: with sink {wt} zones in ClickHouse after {wsecs:.2f} s, "
+                  f"relay CPU {wc[0]:.3f} s ({wp[0][0]:.3f} s populating {wp[0][1]:.0f} MB), "
+                  f"{wf[0]} minor faults, sink errors {sink['errors']}, dropped "
+                  f"{sink['rows_dropped']}, staging kept {sink.get('staging_kept_bytes', '?')}; "
+                  f"without: {wt0} zones, relay CPU "
                   f"{wc0[0]:.3f} s ({wp0[0][0]:.3f} s populating {wp0[0][1]:.0f} MB), {wf0[0]} "
                   f"minor faults")
             pairs.append((wc[0], wp[0][0], wt, wc0[0], wp0[0][0], wt0))

@@ -116,14 +116,16 @@ test('unticking a team removes its zones (filtered in the relay)', async () => {
   const sub1 = await state(() => window.telemark.app.subscription);
   await page.check(`#teams input[data-bit="${bit}"]`);
   // the next test starts from the full subscription's history, not from a store being refilled
-  await page.waitForFunction((s) => window.telemark.app.subscription > s && window.telemark.app.historyDone, sub1, { timeout: 15000 });
+  await page.waitForFunction((s) => window.telemark.app.subscription > s && window.telemark.app.historyDone,
+    sub1, { timeout: 15000 });
 });
 
 test('unticking a thread leaves it out', async () => {
   await page.waitForFunction(() => document.querySelectorAll('#threads input').length >= 2, null, { timeout: 10000 });
   const t = await state(() => Math.max(...[...window.telemark.app.threadsKnown.keys()]));
   // (waits: the thread's zones may still be on their way after the last subscription change)
-  await page.waitForFunction((x) => window.telemark.sd.countZones((s, th) => th === x) > 0, t, { timeout: 10000 });
+  await page.waitForFunction((x) => window.telemark.sd.countZones((s, th) => th === x) > 0, t,
+    { timeout: 10000 });
   const sub0 = await state(() => window.telemark.app.subscription);
   await page.uncheck(`#threads input[data-thread="${t}"]`);
   await page.waitForFunction((s) => window.telemark.app.subscription > s && window.telemark.app.historyDone, sub0, { timeout: 15000 });
