@@ -1,10 +1,12 @@
 /* test_agent_net.c — the agent over real sockets on 127.0.0.1 to a receiver that decodes every
  * packet: every zone accounted for over UDP and over TCP, TCP fallback when no UDP socket can be
- * opened, TCP reconnect, live level/mask changes by CONTROL packets (UDP reply and TCP), and
- * bounded, non-blocking behaviour with no relay at all. */
+ * opened, TCP reconnect, live level/mask changes by CONTROL packets (UDP reply and TCP),
+ * bounded, non-blocking behaviour with no relay at all, and the flusher thread's name (Linux). */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agent_test_util.h"
 #include "tmk_port.h"
@@ -368,6 +370,49 @@ static void no_relay_never_blocks(void** state) {
   }
 }
 
+/* Threads of this process named name (/proc/self/task/TID/comm); -1 where there is no /proc. */
+static int threads_named(const char* name) {
+  DIR* d = opendir("/proc/self/task");
+  struct dirent* e;
+  int n = 0;
+  if (!d) return -1;
+  while ((e = readdir(d)) != NULL) {
+    char path[300], comm[32] = "";
+    FILE* f;
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    if (!(f = fopen(path, "r"))) continue;
+    if (fgets(comm, sizeof comm, f)) {
+      comm[strcspn(comm, "\n")] = 0;
+      n += strcmp(comm, name) == 0;
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+/* On Linux the flusher thread is named, so that top -H, perf and gdb show which it is. */
+static void flusher_thread_is_named(void** state) {
+  tmk_agent_desc d = dead_relay_desc(0);
+  int i;
+  (void)state;
+#ifndef __linux__
+  skip();
+#endif
+  assert_int_equal(threads_named("tmk-flusher"), 0);
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  /* the thread names itself as it starts */
+  for (i = 0; i < 200 && threads_named("tmk-flusher") != 1; i++) sleep_ms(5);
+  assert_int_equal(threads_named("tmk-flusher"), 1);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(threads_named("tmk-flusher"), 0);
+  d.manual_pump = 1; /* no thread then */
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  assert_int_equal(threads_named("tmk-flusher"), 0);
+  assert_int_equal(tmk_agent_shutdown(), 0);
+}
+
 static void rejected_agent_stops_sending(void** state) {
   static receiver r;
   tmk_agent_desc d;
@@ -503,6 +548,7 @@ int main(void) {
       AGENT_TEST(keyed_agent_small_packets),
       AGENT_TEST(default_packet_by_link),
       AGENT_TEST(no_relay_never_blocks),
+      AGENT_TEST(flusher_thread_is_named),
       AGENT_TEST(rejected_agent_stops_sending),
       AGENT_TEST(wait_mode_without_relay_does_not_hang),
       AGENT_TEST(on_demand_over_udp),
