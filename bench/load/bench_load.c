@@ -1,21 +1,25 @@
 /* bench_load.c — tmk-bench-load: the benchmark that cannot hide drops. Runs the relay library
- * in-process on loopback (its loop on a thread of its own, HTTP off, the default relay desc:
- * a UDP receive thread, decoding at nice 10), runs the agent with the default desc (every field 0) and
- * the arena docs/AGENT.md recommends for a desktop game (320 MB), and produces N zones (default 10 M) as fast as one thread can, then N in
- * game-like nested frames (20 zones a frame), and counts what the relay stored. Prints
- * RESULT delivered_ratio_tight / delivered_ratio_nested (zones in the relay / zones recorded),
- * zone_ns_loaded (CPU ns per zone of the instrumented thread, relay connected, tight loop;
- * zone_wall_ns_loaded is the same in wall time, which on a small shared machine mostly says
- * how often the thread was preempted by the flusher, the relay and everything else),
- * client_cpu_ns_per_zone (the whole process but the relay's two ingest threads: game loop,
+ * in-process on loopback (its loop on a thread of its own, HTTP off, the default relay desc: a UDP
+ * receive thread, decoding at nice 10), runs the agent with the default desc (every field 0) and
+ * the arena docs/AGENT.md recommends for a desktop game (320 MB), and produces N zones (default
+ * 10 M) as fast as one thread can, then N in game-like nested frames (20 zones a frame), and counts
+ * what the relay stored. Prints RESULT delivered_ratio_tight / delivered_ratio_nested (zones in
+ * the relay / zones recorded), zone_ns_loaded (CPU ns per zone of the instrumented thread, relay
+ * connected, tight loop; zone_wall_ns_loaded is the same in wall time, which on a small shared
+ * machine mostly says how often the thread was preempted by the flusher, the relay and everything
+ * else), client_cpu_ns_per_zone (the whole process but the relay's two ingest threads: game loop,
  * flusher, sends), relay_cpu_ns_per_zone (the relay's receive and loop threads' CPU per stored
- * zone) and idle_zone_ns: what a zone adds to a loop iteration with desc.on_demand and nothing
+ * zone), nested_zone_ns_loaded (the instrumented thread's CPU ns per zone, nested loop),
+ * flusher_cpu_ns_per_zone_tight / _nested (the agent's flusher thread, "tmk-flusher", from WELCOME
+ * until every zone of the loop is sent or dropped, per zone recorded; Linux only: it is read from
+ * /proc) and idle_zone_ns: what a zone adds to a loop iteration with desc.on_demand and nothing
  * listening (idle_reg_loop_ns, a loop of one register add with the zone, less no_zone_reg_loop_ns,
  * the same loop without it; idle_tight_loop_ns is the tight loop's iteration in that state,
  * volatile add included).
  * Optional argument: zones per mode. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -58,6 +62,32 @@ static double self_cpu_s(void) {
   getrusage(RUSAGE_SELF, &ru);
   return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
          (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* CPU ns of the agent's flusher thread (the POSIX port names it "tmk-flusher" on Linux), from
+ * /proc/self/task/TID/schedstat; -1 when there is no such thread. */
+static double flusher_cpu_ns(void) {
+  DIR* d = opendir("/proc/self/task");
+  struct dirent* e;
+  double ns = -1;
+  if (!d) return -1;
+  while (ns < 0 && (e = readdir(d)) != NULL) {
+    char path[300], comm[32] = "";
+    FILE* f;
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    if (!(f = fopen(path, "r"))) continue;
+    if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+    fclose(f);
+    if (strcmp(comm, "tmk-flusher\n") != 0) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+    if (!(f = fopen(path, "r"))) continue;
+    unsigned long long run = 0;
+    if (fscanf(f, "%llu", &run) == 1) ns = (double)run;
+    fclose(f);
+  }
+  closedir(d);
+  return ns;
 }
 
 /* ============================================================================================
@@ -157,6 +187,8 @@ typedef struct phase {
   const char* name;
   uint64_t recorded;
   double wall, thread_cpu, client_cpu, relay_cpu;
+  double flusher_cpu; /* s, the flusher thread's from WELCOME until the loop's zones are all
+                         accounted for (sent or dropped); < 0 when it was not found */
   tmk_agent_stats agent;
   sess relay;
 } phase;
@@ -165,7 +197,7 @@ typedef struct phase {
  * loop, shut down (which flushes and says BYE) and wait for the relay to settle. */
 static int run_phase(relay_thread* rp, phase* ph, void (*loop)(uint64_t), uint64_t n) {
   tmk_agent_desc d;
-  double c0, r0, t0, u0;
+  double c0, r0, t0, u0, f0, f1;
   int i, rc;
   memset(&d, 0, sizeof d);
   d.program = ph->name;
@@ -182,13 +214,25 @@ static int run_phase(relay_thread* rp, phase* ph, void (*loop)(uint64_t), uint64
     if (ph->agent.welcomed) break;
     sleep_ms(10);
   }
+  f0 = flusher_cpu_ns();
   u0 = thread_cpu_s();
   t0 = now_s();
   loop(n);
   ph->wall = now_s() - t0;
   ph->thread_cpu = thread_cpu_s() - u0;
   ph->recorded = loop == nested ? n / 20 * 20 : n;
-  tmk_agent_get_stats(&ph->agent);
+  /* until the flusher has sent (or dropped) every zone the loop recorded: at most 10 s */
+  for (i = 0; i < 1000; i++) {
+    uint64_t done;
+    int k;
+    tmk_agent_get_stats(&ph->agent);
+    done = ph->agent.zones_sent + ph->agent.zones_unsent;
+    for (k = 0; k < TMK_DROP_REASON_COUNT; k++) done += ph->agent.drops[k];
+    if (done >= ph->recorded) break;
+    sleep_ms(10);
+  }
+  f1 = flusher_cpu_ns();
+  ph->flusher_cpu = f0 >= 0 && f1 >= f0 ? (f1 - f0) / 1e9 : -1;
   tmk_agent_shutdown();
   ph->relay = settle(rp->relay, ph->agent.session_id);
   ph->relay_cpu = relay_cpu_s(rp->relay) - r0;
@@ -198,10 +242,11 @@ static int run_phase(relay_thread* rp, phase* ph, void (*loop)(uint64_t), uint64
             (unsigned long long)ph->agent.session_id);
     return -1;
   }
-  printf("bench-load: %-6s %llu zones in %.3f s (%.3f s on the thread's CPU): %llu stored "
+  printf("bench-load: %-6s %llu zones in %.3f s (%.3f s on the thread's CPU, %.3f s on the "
+         "flusher's): %llu stored "
          "(%.4f), agent dropped %llu (ring full), relay lost %llu of %llu packets; %u thread "
          "slots x %u-byte rings\n",
-         ph->name, (unsigned long long)ph->recorded, ph->wall, ph->thread_cpu,
+         ph->name, (unsigned long long)ph->recorded, ph->wall, ph->thread_cpu, ph->flusher_cpu,
          (unsigned long long)ph->relay.zones,
          (double)ph->relay.zones / (double)ph->recorded,
          (unsigned long long)ph->agent.drops[TMK_DROP_RING_FULL],
@@ -299,6 +344,13 @@ int main(int argc, char** argv) {
   printf("RESULT delivered_ratio_nested=%.4f\n", (double)pn.relay.zones / (double)pn.recorded);
   printf("RESULT zone_ns_loaded=%.2f\n", pt.thread_cpu * 1e9 / (double)pt.recorded);
   printf("RESULT zone_wall_ns_loaded=%.2f\n", pt.wall * 1e9 / (double)pt.recorded);
+  if (pt.flusher_cpu >= 0 && pn.flusher_cpu >= 0) {
+    printf("RESULT nested_zone_ns_loaded=%.2f\n", pn.thread_cpu * 1e9 / (double)pn.recorded);
+    printf("RESULT flusher_cpu_ns_per_zone_tight=%.2f\n",
+           pt.flusher_cpu * 1e9 / (double)pt.recorded);
+    printf("RESULT flusher_cpu_ns_per_zone_nested=%.2f\n",
+           pn.flusher_cpu * 1e9 / (double)pn.recorded);
+  }
   printf("RESULT client_cpu_ns_per_zone=%.2f\n",
          (pt.client_cpu + pn.client_cpu) * 1e9 / (double)(pt.recorded + pn.recorded));
   printf("RESULT relay_cpu_ns_per_zone=%.2f\n",
