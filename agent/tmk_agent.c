@@ -442,6 +442,9 @@ static void flusher_sleep(uint32_t early) {
  * flusher can encode); sleeps 1 ms only when there was nothing to do. */
 static void flusher_main(void* arg) {
   (void)arg;
+#if TMK_PORT_HAS_THREAD_NAME
+  tmk_port_thread_name("tmk-flusher"); /* top -H, perf and gdb show which thread it is */
+#endif
   while (!tmk_port_load32_acquire(&tmk__g.stop)) {
     int waiters = tmk_port_load32_relaxed(&tmk__g.waiters) != 0, busy = 0;
     uint32_t early = early_words();

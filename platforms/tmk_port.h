@@ -8,6 +8,7 @@
  *   TMK_PORT_HAS_SOCKETS  non-blocking UDP and TCP (the UDP, TCP and automatic transports)
  *   TMK_PORT_HAS_FILES    writing a file (the file transport)
  *   TMK_PORT_HAS_WAKE     waking the flusher from a recording thread (else it polls)
+ *   TMK_PORT_HAS_THREAD_NAME  naming the calling thread for the platform's tools
  * A port without a group declares nothing of it; the transports that need a missing group
  * return TMK_ENOTSUP from tmk_agent_init(). The callback transport needs no optional group. */
 #ifndef TMK_PORT_H
@@ -154,6 +155,17 @@ void tmk_port_wake_signal(tmk_port_wake* w);
 int tmk_port_wake_wait(tmk_port_wake* w, uint32_t timeout_us);
 /* Releases what tmk_port_wake_open() took. */
 void tmk_port_wake_close(tmk_port_wake* w);
+#endif
+
+/* ==== Optional: thread names (TMK_PORT_HAS_THREAD_NAME, with threads) ========================
+ * Names the calling thread for the platform's tools (top -H, perf, a debugger); the flusher
+ * calls it as it starts, with a name of at most 15 bytes. Without the group threads keep the
+ * platform's default name. */
+#ifndef TMK_PORT_HAS_THREAD_NAME
+#define TMK_PORT_HAS_THREAD_NAME 0
+#endif
+#if TMK_PORT_HAS_THREAD_NAME && TMK_PORT_HAS_THREADS
+void tmk_port_thread_name(const char* name);
 #endif
 
 /* ==== Optional: sockets (TMK_PORT_HAS_SOCKETS) ================================================ */

@@ -28,6 +28,9 @@ extern __thread void* tmk_port_posix_tls __attribute__((tls_model("initial-exec"
 /* Wake-ups through a self-pipe: portable across POSIX systems, and a write only happens when
  * the flusher sleeps (at most once per half ring). */
 #define TMK_PORT_HAS_WAKE 1
+#ifdef __linux__
+#define TMK_PORT_HAS_THREAD_NAME 1 /* prctl(PR_SET_NAME) */
+#endif
 typedef struct tmk_port_wake {
   int rd, wr;
 } tmk_port_wake;

@@ -81,11 +81,6 @@ uint64_t tmk_port_fast_ticks_calibrate(void) {
 #if TMK_PORT_HAS_THREADS
 static void* thread_main(void* p) {
   tmk_port_thread* t = (tmk_port_thread*)p;
-#ifdef __linux__
-  /* The agent starts one thread, its flusher: named so that top -H, perf and gdb show it (and
-   * tmk-bench-load finds its CPU time) */
-  prctl(PR_SET_NAME, "tmk-flusher", 0, 0, 0);
-#endif
   t->fn(t->arg);
   return NULL;
 }
@@ -99,6 +94,10 @@ int tmk_port_thread_start(tmk_port_thread* t, void (*fn)(void*), void* arg) {
 int tmk_port_thread_join(tmk_port_thread* t) {
   return pthread_join(t->handle, NULL) == 0 ? 0 : TMK_ESTATE;
 }
+
+#if TMK_PORT_HAS_THREAD_NAME
+void tmk_port_thread_name(const char* name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
+#endif
 
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
