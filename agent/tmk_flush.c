@@ -45,8 +45,8 @@ typedef struct tmk__flusher {
   uint32_t no_thread_seen;
   int pace_now;         /* this cycle may wait for tokens (flusher thread, flush, shutdown) */
 #if !defined(__OPTIMIZE_SIZE__)
-  uint32_t batch_unsorted; /* a zone of the batch starts no later than the one before it (here,
-                              in the padding before a 64-bit field: TMK_ARENA_MIN holds) */
+  uint32_t batch_unsorted; /* drain_thread could not place every zone of the batch: sort it
+                              (here, in the padding before a 64-bit field: TMK_ARENA_MIN holds) */
 #endif
   uint64_t ms, ms_ticks;      /* tmk__ms: the last result and the ticks it was taken at */
   uint64_t seq;
@@ -347,13 +347,17 @@ static int zone_before(const tmk_proto_zone* a, const tmk_proto_zone* b) {
   return a->depth < b->depth;
 }
 
+/* Depths drain_thread's placement tracks at once (a batch nested deeper is sorted instead). */
+#define TMK__PLACE_DEPTHS 16u
+#define TMK__NO_TOP 0xFFFFFFFFu
+
 static void flush_batch(uint32_t thread) {
   tmk__flusher* g = F;
   tmk_proto_zone* z = g->c.batch;
   size_t n = g->batch_len, i, off = 0, sort = n;
   /* Insertion sort: zones arrive by end time, so only parents move (past their children). A
-   * batch whose zones each start after the one before (no zone in it is a parent: a tight
-   * loop's) is in order already. */
+   * speed build's drain_thread places the zones as it copies them, and sorts here only a batch
+   * it marked unsorted (it could not place every zone: see there). */
 #if !defined(__OPTIMIZE_SIZE__)
   if (!g->batch_unsorted) sort = 0;
   g->batch_unsorted = 0;
@@ -435,16 +439,32 @@ static void drain_thread(tmk__thread* t) {
       tmk_proto_zone* b = g->c.batch;
       tmk_site* last = NULL;
       uint32_t last_id = 0;
+      const uint32_t gen = tmk__g.gen;
       /* in locals: the batch stores could alias *t, which would reload them every zone */
       const uint64_t* buf = t->buf;
       const uint32_t mask = t->mask;
-      uint64_t prev = n ? b[n - 1].start : 0;
+      /* Placement (instead of sorting the batch afterwards): zones arrive by end time, each
+       * after everything nested in it, and go where a depth-first order by start puts them. A
+       * zone's descendants are the batch's tail from where the last zone no deeper than it
+       * ended. The last zone placed (depth `top`, its subtree ending at the batch's end) and,
+       * under it, one mark a depth for the others whose subtrees may still get a parent
+       * (mark_depth increasing, mark_end where each subtree ends) tell where: a zone as deep as
+       * the last one follows it, a deeper one starts a new subtree (the last one becomes a
+       * mark), and a shallower one is a parent, moved in front of its descendants (memmove).
+       * Zones before `base` (put before this loop, or before a batch was sent) are not moved:
+       * when a zone's descendants may reach past base, or there are more marks than fit, the
+       * batch is marked unsorted and flush_batch sorts it. */
+      uint32_t mark_depth[TMK__PLACE_DEPTHS], mark_end[TMK__PLACE_DEPTHS], marks = 0, base = n;
+      uint32_t top = TMK__NO_TOP; /* no zone placed since base */
       for (;;) {
         tmk_site* site = (tmk_site*)(uintptr_t)buf[(tail + 1) & mask];
         uint64_t start = buf[(tail + 2) & mask];
+        const uint32_t depth = (uint32_t)(h >> 32);
+        tmk_proto_zone* z;
         if (site != last) {
           last = site;
-          last_id = site_id(site); /* may emit a SITE record: the batch is not touched */
+          /* site_id's first test inline: nearly always the site has its id already */
+          last_id = site && site->gen == gen && site->id ? site->id : site_id(site);
         }
         if (n == cap) { /* full: encode it (as the general loop below does) */
           g->batch_len = n;
@@ -452,15 +472,42 @@ static void drain_thread(tmk__thread* t) {
           flush_batch(t->id);
           n = 0;
           unsorted = 0;
+          marks = 0;
+          base = 0;
+          top = TMK__NO_TOP;
           tmk_port_store32_release(&t->tail, tail);
         }
-        b[n].start = start;
-        b[n].duration = buf[(tail + 3) & mask] - start;
-        b[n].site = last_id;
-        b[n].depth = (uint32_t)(h >> 32);
+        z = b + n;
+        if (TMK__UNLIKELY(depth != top)) {
+          if (depth > top) { /* (top is a real depth here: TMK__NO_TOP is above every depth) */
+            if (marks < TMK__PLACE_DEPTHS) {
+              mark_depth[marks] = top;
+              mark_end[marks] = n;
+              marks++;
+            } else {
+              unsorted = 1;
+            }
+          } else { /* a parent: its descendants are b[at..n) */
+            uint32_t at = base;
+            while (marks && mark_depth[marks - 1] > depth) marks--;
+            if (marks) {
+              at = mark_end[marks - 1];
+              if (mark_depth[marks - 1] == depth) marks--; /* a sibling: the new zone's mark */
+            } else if (base && b[base - 1].depth > depth) {
+              unsorted = 1; /* descendants before base, maybe */
+            }
+            if (at != n) {
+              z = b + at;
+              memmove(z + 1, z, (size_t)(n - at) * sizeof *z);
+            }
+          }
+          top = depth;
+        }
+        z->start = start;
+        z->duration = buf[(tail + 3) & mask] - start;
+        z->site = last_id;
+        z->depth = depth;
         n++;
-        unsorted |= start <= prev; /* (after a flush, against the last batch: harmless) */
-        prev = start;
         tail += 4u;
         if (tail == head) break;
         h = buf[tail & mask];

@@ -277,6 +277,73 @@ static void wrapping_24bit_clock(void** state) {
   assert_true(r.max_duration > 0);
 }
 
+/* A comb d levels deep: each level a zone holding a leaf ("tooth") and the next level. Its
+ * zones reach the ring as tooth, tooth, ..., then the combs innermost first, so a flusher that
+ * places each zone before its descendants keeps one mark per level at once. Returns the zones
+ * recorded; *parents counts those with zones nested in them. */
+static int comb(int d, int* parents) {
+  TMK_ZONE("comb", TMK_SEV_INFO, 1);
+  {
+    TMK_ZONE("tooth", TMK_SEV_INFO, 1);
+  }
+  ++*parents;
+  return 2 + (d > 1 ? comb(d - 1, parents) : 0);
+}
+
+/* Zones reach the ring by end time, each after everything nested in it; every zone with zones
+ * nested in it must still go out as a parent (OPEN ... CLOSE, §5.3) before them, and siblings in
+ * the order they ran, or a zone decodes as a leaf after an AT, outside its parent. Covered: frames whose zones the flusher places as it drains, a plot and
+ * a frame mark recorded inside zones (the drain stops there, and sorts the batch), and combs
+ * deeper than the flusher's placement tracks (sorted too). */
+static void parents_go_before_their_children(void** state) {
+  receiver r;
+  tmk_agent_desc d;
+  int f, zones = 0, parents = 0;
+  (void)state;
+  recv_init_offline(&r);
+  d = sink_desc(&r);
+  d.manual_pump = 1;
+  d.max_packet = 16384; /* one drain's zones fit one packet: none is cut off from its parent */
+  d.clock.fn = fake_clock; /* every zone begins and ends at a time of its own */
+  d.clock.frequency = 1000000;
+  fake_counter = 0;
+  assert_int_equal(tmk_agent_init(&d, test_arena, sizeof test_arena), 0);
+  for (f = 0; f < 40; f++) {
+    {
+      TMK_ZONE("frame", TMK_SEV_INFO, 1);
+      {
+        TMK_ZONE("update", TMK_SEV_INFO, 1);
+        {
+          TMK_ZONE("ai", TMK_SEV_INFO, 1);
+        }
+        {
+          TMK_ZONE("physics", TMK_SEV_INFO, 1);
+        }
+      }
+      {
+        TMK_ZONE("render", TMK_SEV_INFO, 1);
+        {
+          TMK_ZONE("draw", TMK_SEV_INFO, 1);
+        }
+        if (f % 3 == 1) TMK_PLOT_I("draws", f);
+        {
+          TMK_ZONE("draw", TMK_SEV_INFO, 1);
+        }
+      }
+      if (f % 4 == 2) TMK_FRAME();
+      zones += 7 + comb(f % 24 + 1, &parents);
+      parents += 3; /* frame, update, render */
+    }
+    assert_true(tmk_agent_flush() >= 1);
+  }
+  assert_int_equal(tmk_agent_shutdown(), 0);
+  assert_int_equal(r.bad_packets, 0);
+  assert_int_equal(r.zones, (uint64_t)zones);
+  assert_int_equal(r.max_depth, 25); /* the 24-level comb (depths 1..24) and its last tooth */
+  assert_int_equal(r.parent_zones, (uint64_t)parents);
+  assert_int_equal(r.loose_zones, 0); /* each zone inside its parent, siblings in order */
+}
+
 /* The flusher's millisecond timer (agent/tmk_agent_internal.h): converts ticks with 32-bit
  * divisions only, a long pause 2^31 ticks at a time. */
 uint64_t tmk__ms(void);
@@ -464,6 +531,7 @@ int main(void) {
       AGENT_TEST(file_transport),
       AGENT_TEST(marker_mismatch_counted),
       AGENT_TEST(limits_are_counted_not_crashed_on),
+      AGENT_TEST(parents_go_before_their_children),
       AGENT_TEST(wrapping_32bit_clock),
       AGENT_TEST(wrapping_24bit_clock),
       AGENT_TEST(ms_timer_is_exact_over_long_pauses),

@@ -27,8 +27,9 @@ static void handle_data(receiver* r, tmk_proto_reader* rd) {
   int rc;
   if (rd->hdr.seq != r->next_seq) r->seq_gaps++;
   r->next_seq = rd->hdr.seq + 1;
-  while ((rc = tmk_proto_next(rd, &rec)) == 1) {
-    uint32_t id;
+  for (;;) {
+    uint32_t id, open_before = rd->nopen;
+    if ((rc = tmk_proto_next(rd, &rec)) != 1) break;
     switch (rec.type) {
       case TMK_REC_SITE:
         id = rec.u.site.id;
@@ -48,6 +49,9 @@ static void handle_data(receiver* r, tmk_proto_reader* rd) {
           if (rec.u.zone.depth > r->sites[id].max_depth) r->sites[id].max_depth = rec.u.zone.depth;
         }
         if (rec.u.zone.depth > 64) r->zone_depth_errors++;
+        /* a CLOSE returns the zone it closes; a leaf leaves as many zones open (or more) */
+        if (rd->nopen < open_before) r->parent_zones++;
+        if (rec.u.zone.depth > 0 && rd->nopen == 0) r->loose_zones++;
         if (rec.u.zone.duration > r->max_duration) r->max_duration = rec.u.zone.duration;
         if (rec.u.zone.depth > r->max_depth) r->max_depth = rec.u.zone.depth;
         break;

@@ -47,6 +47,8 @@ typedef struct receiver {
   uint64_t zones, markers_begin, markers_end, frames, plots, messages, sites_seen, clock_syncs;
   uint64_t drops[TMK_DROP_REASON_COUNT];
   uint64_t zone_depth_errors; /* a zone whose depth was impossible */
+  uint64_t parent_zones;      /* zones that came as parents (OPEN ... CLOSE, §5.3) */
+  uint64_t loose_zones;       /* zones deeper than 0 that came with no parent open (after an AT) */
   uint64_t max_duration;      /* longest zone, ticks */
   uint64_t max_depth;
   int64_t last_plot_i;
