@@ -649,6 +649,12 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   tmk__json_u64(&j, pop_bytes);
   tmk__json_key(&j, "cpu_ns");
   tmk__json_u64(&j, pop_ns);
+  uint64_t pool_kept, pool_reused; /* freed regions kept for reuse (relay_slab.c) */
+  tmk__pool_stats(&pool_kept, &pool_reused);
+  tmk__json_key(&j, "kept_bytes");
+  tmk__json_u64(&j, pool_kept);
+  tmk__json_key(&j, "reused_bytes");
+  tmk__json_u64(&j, pool_reused);
   tmk__json_end_obj(&j);
   tmk__json_key(&j, "ingest_nice");
   tmk__json_i64(&j, r->cfg.ingest_nice);

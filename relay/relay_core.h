@@ -155,7 +155,20 @@ void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns);
 /* The calling thread's CPU time, 0 when unknown. */
 uint64_t tmk__own_cpu_ns(void);
 
+/* The process's pool of populated TMK__HUGE_PAGE regions (relay_slab.c; thread-safe): slabs
+ * and the UDP queue's 2 MiB blocks take from it (or map a new region: NULL when the kernel has no
+ * memory) and give back to it; what would take it past its bound is unmapped. The bound is the
+ * largest any relay of the process reserved (tmk_relay_create: its UDP queue's bound plus one
+ * session's budget); tmk__pool_limit sets it, lower too, and unmaps what is kept beyond it.
+ * tmk__pool_stats: the bytes kept now, and the bytes taken from it so far instead of mapped. */
+void tmk__pool_reserve(uint64_t bytes);
+void tmk__pool_limit(uint64_t bytes);
+void* tmk__pool_take(void);
+void tmk__pool_give(void* region);
+void tmk__pool_stats(uint64_t* kept, uint64_t* reused);
+
 #define TMK__SLAB_BYTES (2048u << 10)
+typedef char tmk__slab_is_a_region[TMK__SLAB_BYTES == TMK__HUGE_PAGE ? 1 : -1];
 /* A full zone chunk, header included, so that 128 fill a slab (each block is rounded up to 64
  * bytes and the slab keeps 64 for its header). */
 #define TMK__SLAB_BLOCK 16320u
@@ -165,7 +178,7 @@ typedef struct tmk__slabs {
   tmk__slab* cur;   /* the slab blocks are handed out from */
   tmk__slab* all;   /* every slab still holding a block (or cur) */
   tmk__slab* spare; /* one emptied slab kept for the next, NULL if none */
-  uint64_t maps;    /* slabs taken from the kernel so far */
+  uint64_t maps;    /* slabs taken from the pool or the kernel so far */
 } tmk__slabs;
 
 /* Returns `size` bytes (64-byte aligned) and the slab they came from in *from, or NULL when the
@@ -173,7 +186,7 @@ typedef struct tmk__slabs {
 void* tmk__slab_alloc(tmk__slabs* sl, size_t size, tmk__slab** from);
 /* A block of slab s is no longer used. An empty slab is kept as the spare (a store at its budget
  * evicts as fast as it fills, so the next slab it needs is that one, its pages already there);
- * an empty slab beyond the spare goes back to the kernel. */
+ * an empty slab beyond the spare goes to the pool (above). */
 void tmk__slab_free(tmk__slabs* sl, tmk__slab* s);
 void tmk__slab_free_all(tmk__slabs* sl);
 

@@ -104,6 +104,7 @@ void tmk_relay_get_stats(tmk_relay* r, tmk_relay_totals* out) {
   out->rx_cpu_ns = q.cpu_ns;
   out->ingest_cpu_ns = q.cpu_ns + atomic_load(&r->loop_cpu_ns);
   tmk__populate_stats(&out->populated_bytes, &out->populate_cpu_ns);
+  tmk__pool_stats(&out->pool_bytes, &out->pool_reused_bytes);
   out->rejected_sessions = atomic_load(&r->rejected_sessions);
   out->unauthenticated = atomic_load(&r->unauthenticated);
   out->bad_mac = atomic_load(&r->bad_mac);
@@ -240,6 +241,8 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
   tmk_relay* r = calloc(1, sizeof *r);
   if (!r) return TMK_ENOMEM;
   r->cfg = cfg;
+  /* memory the process keeps for reuse when a queue block or a session's slab is freed */
+  tmk__pool_reserve((uint64_t)cfg.udp_queue_bytes + cfg.session_memory);
   r->scratch = malloc(TMK_PROTO_MAX_BODY);
   if (!r->scratch || uv_loop_init(&r->loop_storage) != 0) {
     free(r->scratch);

@@ -3,10 +3,11 @@
  * one per 4 KiB (on our 2-core VM 4 KiB faults cost ~40 ns a stored zone, a huge page ~1 ns); a
  * slab whose last chunk is freed (the store evicts oldest first, so slabs empty in order) is kept
  * as the one spare and reused before a new one is mapped, so that a store at its budget, evicting
- * as fast as it stores, takes no fresh pages at all; emptied slabs beyond the spare go back to the
- * kernel. Also tmk__map_pages, which the UDP receive queue's blocks and the
- * ClickHouse sink's staging use. */
+ * as fast as it stores, takes no fresh pages at all; emptied slabs beyond the spare go to the
+ * process's pool of 2 MiB regions (below), which the UDP receive queue's 2 MiB blocks share. Also
+ * tmk__map_pages, which the queue's smaller blocks and the ClickHouse sink's staging use. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MADV_* */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -80,6 +81,76 @@ void* tmk__map_pages(size_t bytes, int huge, int populate) {
   return (void*)a;
 }
 
+/* The pool: populated 2 MiB regions that slabs and the UDP queue's blocks hand back, kept for
+ * reuse instead of unmapped, up to pool_bound bytes (tmk__pool_reserve). A relay whose queue
+ * fills and drains during a burst, or that frees a session and stores a new one, then writes into
+ * pages it has already faulted in (on a VM whose host takes back free memory, faulting in is the
+ * dearest part of storing a zone: docs/SCALE.md). The link to the next region is kept in the
+ * region's first bytes. */
+typedef struct pool_region {
+  struct pool_region* next;
+} pool_region;
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pool_region* pool_head;
+static uint64_t pool_bytes, pool_bound, pool_reused;
+
+void tmk__pool_reserve(uint64_t bytes) {
+  pthread_mutex_lock(&pool_mu);
+  if (bytes > pool_bound) pool_bound = bytes;
+  pthread_mutex_unlock(&pool_mu);
+}
+
+void* tmk__pool_take(void) {
+  pthread_mutex_lock(&pool_mu);
+  pool_region* p = pool_head;
+  if (p) {
+    pool_head = p->next;
+    pool_bytes -= TMK__HUGE_PAGE;
+    pool_reused += TMK__HUGE_PAGE;
+  }
+  pthread_mutex_unlock(&pool_mu);
+  return p ? (void*)p : tmk__map_pages(TMK__HUGE_PAGE, 1, 1);
+}
+
+void tmk__pool_give(void* region) {
+  pool_region* p = region;
+  pthread_mutex_lock(&pool_mu);
+  if (pool_bytes + TMK__HUGE_PAGE <= pool_bound) {
+    p->next = pool_head;
+    pool_head = p;
+    pool_bytes += TMK__HUGE_PAGE;
+    p = NULL;
+  }
+  pthread_mutex_unlock(&pool_mu);
+  if (p) munmap(p, TMK__HUGE_PAGE); /* (outside the lock: it takes a while) */
+}
+
+void tmk__pool_limit(uint64_t bytes) {
+  pool_region* drop = NULL;
+  pthread_mutex_lock(&pool_mu);
+  pool_bound = bytes;
+  while (pool_head && pool_bytes > pool_bound) {
+    pool_region* p = pool_head;
+    pool_head = p->next;
+    pool_bytes -= TMK__HUGE_PAGE;
+    p->next = drop;
+    drop = p;
+  }
+  pthread_mutex_unlock(&pool_mu);
+  while (drop) {
+    pool_region* next = drop->next;
+    munmap(drop, TMK__HUGE_PAGE);
+    drop = next;
+  }
+}
+
+void tmk__pool_stats(uint64_t* kept, uint64_t* reused) {
+  pthread_mutex_lock(&pool_mu);
+  *kept = pool_bytes;
+  *reused = pool_reused;
+  pthread_mutex_unlock(&pool_mu);
+}
+
 struct tmk__slab {
   tmk__slab* prev;
   tmk__slab* next;
@@ -89,8 +160,8 @@ struct tmk__slab {
 
 #define SLAB_HEADER ((sizeof(tmk__slab) + 63) & ~(size_t)63)
 
-/* A new slab, or NULL. */
-static tmk__slab* slab_map(void) { return (tmk__slab*)tmk__map_pages(TMK__SLAB_BYTES, 1, 1); }
+/* A new slab (from the pool, or mapped), or NULL. */
+static tmk__slab* slab_map(void) { return (tmk__slab*)tmk__pool_take(); }
 
 /* Takes s out of the list of slabs holding blocks. */
 static void slab_unlink(tmk__slabs* sl, tmk__slab* s) {
@@ -102,7 +173,7 @@ static void slab_unlink(tmk__slabs* sl, tmk__slab* s) {
 
 static void slab_release(tmk__slabs* sl, tmk__slab* s) {
   slab_unlink(sl, s);
-  munmap(s, TMK__SLAB_BYTES);
+  tmk__pool_give(s);
 }
 
 void* tmk__slab_alloc(tmk__slabs* sl, size_t size, tmk__slab** from) {
@@ -149,6 +220,6 @@ void tmk__slab_free(tmk__slabs* sl, tmk__slab* s) {
 
 void tmk__slab_free_all(tmk__slabs* sl) {
   while (sl->all) slab_release(sl, sl->all);
-  if (sl->spare) munmap(sl->spare, TMK__SLAB_BYTES);
+  if (sl->spare) tmk__pool_give(sl->spare);
   sl->spare = NULL;
 }

@@ -50,7 +50,9 @@ struct tmk__udp_rx {
 /* ---------------------------------------------------------------------------------------------
  * The queue: one writer (the receive thread), one reader (the loop). Records never span blocks;
  * the writer links a new block when one is full, the reader gives a finished block back as the
- * spare (or unmaps it when there is one), so the memory held follows the backlog.
+ * spare (or, when there is one, unmaps it; a 2 MiB block goes to the process's pool of populated
+ * regions instead, relay_slab.c, which the writer takes from first), so the memory the queue
+ * holds follows the backlog.
  * ------------------------------------------------------------------------------------------- */
 struct tmk__rxq_block {
   _Atomic size_t fill;                     /* bytes of records published by the writer */
@@ -65,7 +67,7 @@ static tmk__rxq_block* block_new(tmk__rxq* q) {
   if (!b) {
     if (atomic_load(&q->mapped) + q->block > q->cap) return NULL;
     /* faulted in by one call, not a page fault per 4 KiB on the receive thread */
-    b = tmk__map_pages(q->block, q->block == TMK__HUGE_PAGE, 1);
+    b = q->block == TMK__HUGE_PAGE ? tmk__pool_take() : tmk__map_pages(q->block, 0, 1);
     if (!b) return NULL;
     atomic_fetch_add(&q->mapped, q->block);
   }
@@ -76,7 +78,8 @@ static tmk__rxq_block* block_new(tmk__rxq* q) {
 
 static void block_unmap(tmk__rxq* q, tmk__rxq_block* b) {
   if (!b) return;
-  munmap(b, q->block);
+  if (q->block == TMK__HUGE_PAGE) tmk__pool_give(b);
+  else munmap(b, q->block);
   atomic_fetch_sub(&q->mapped, q->block);
 }
 

@@ -348,6 +348,10 @@ typedef struct tmk_relay_totals {
                                  queue's blocks, the ClickHouse sink's staging), and ... */
   uint64_t populate_cpu_ns;   /* ... the CPU time the relay's threads spent doing so; both for
                                  the whole process (every relay in it), since it started */
+  uint64_t pool_bytes;        /* freed 2 MiB regions (queue blocks, slabs) kept for reuse now,
+                                 and ... */
+  uint64_t pool_reused_bytes; /* ... the bytes taken from them instead of fresh memory so far;
+                                 both for the whole process (docs/API.md) */
   tmk_relay_stats sum;        /* sum over sessions held now (evicted sessions are gone) */
 } tmk_relay_totals;
 /* Fills *out. Thread-safe; takes each session's lock briefly. */

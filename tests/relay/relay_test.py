@@ -193,6 +193,9 @@ def case_cli():
     eq(js["udp_queue"]["memory"], 384 << 10, "udp_queue.memory")
     check(js["populated"]["bytes"] >= 384 << 10, f"populated: {js['populated']}")
     check(js["populated"]["cpu_ns"] >= 0, f"populated: {js['populated']}")
+    # nothing freed yet, so nothing kept for reuse (a 3 MiB queue's blocks are 384 KiB: never pooled)
+    eq(js["populated"]["kept_bytes"], 0, "populated.kept_bytes")
+    eq(js["populated"]["reused_bytes"], 0, "populated.reused_bytes")
     eq(js["ingest_nice"], 12, "ingest_nice")
     r.stop()
     # SIGINT: clean exit 0.

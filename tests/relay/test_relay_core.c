@@ -521,17 +521,16 @@ static int check_run(void* ud, const tmk_relay_zone* z) {
  * every one in sequence, none from a reused or unmapped block. Once at its budget the store
  * reuses its emptied slab instead of mapping fresh ones: over the whole run it maps about one
  * budget's worth of slabs, not two. */
-static void test_store_slabs_evict(void** state) {
-  (void)state;
-  size_t budget = (size_t)64 << 20;
-  tmk__store* st = tmk__store_new(budget);
+/* Stores `packets` packets of `per` zones each, alternating threads 0 and 1; each thread's zones
+ * go on where its previous packet stopped. */
+static void fill_store(tmk__store* st, uint32_t packets, uint32_t per) {
   void* scratch = malloc(TMK_PROTO_MAX_BODY);
   static uint8_t pk[TMK_PROTO_MAX_PACKET];
-  uint32_t per = 8000, packets = 2 * (uint32_t)(budget / 16 / per) + 10;
   static tmk_proto_zone z[8000];
   static uint8_t body[60000];
+  assert_non_null(scratch);
+  assert_true(per <= 8000);
   for (uint32_t i = 0; i < packets; i++) {
-    /* thread i % 2; its zones go on where its previous packet stopped */
     tmk_proto_writer w;
     tmk_proto_writer_init(&w, body, sizeof body);
     assert_true(tmk_proto_put_thread(&w, i % 2) >= 0);
@@ -546,6 +545,15 @@ static void test_store_slabs_evict(void** state) {
     assert_true(n > 0);
     assert_int_equal(tmk__store_packet(st, pk, (size_t)n, scratch), (int)per);
   }
+  free(scratch);
+}
+
+static void test_store_slabs_evict(void** state) {
+  (void)state;
+  size_t budget = (size_t)64 << 20;
+  tmk__store* st = tmk__store_new(budget);
+  uint32_t per = 8000, packets = 2 * (uint32_t)(budget / 16 / per) + 10;
+  fill_store(st, packets, per);
   tmk_relay_session_info info;
   memset(&info, 0, sizeof info);
   tmk__store_fill_info(st, &info);
@@ -568,8 +576,33 @@ static void test_store_slabs_evict(void** state) {
     fail_msg("the store mapped %llu slabs for a %zu-slab budget filled twice over (reuse: <= %zu)",
              (unsigned long long)maps, budget / TMK__SLAB_BYTES, budget / TMK__SLAB_BYTES + 4);
   assert_true(maps >= budget / TMK__SLAB_BYTES / 2); /* it did use slabs */
-  free(scratch);
   tmk__store_free(st);
+}
+
+/* A session's store, freed, gives its slabs to the process's pool (up to the pool's bound), and
+ * the next store takes them before it maps new ones: the same pages, already faulted in
+ * (relay_slab.c). */
+static void test_store_slabs_reused_after_free(void** state) {
+  (void)state;
+  const uint64_t R = TMK__HUGE_PAGE;
+  uint64_t kept, reused0, reused;
+  tmk__pool_limit(0); /* empty */
+  tmk__pool_limit(64 * R);
+  tmk__store* a = tmk__store_new((size_t)64 << 20); /* 64 MiB and up: chunks from slabs */
+  fill_store(a, 160, 8000); /* 1.28 M zones, ~20 MB of chunks: no eviction */
+  const uint64_t maps = tmk__store_slab_maps(a);
+  assert_true(maps >= 8);
+  tmk__store_free(a);
+  tmk__pool_stats(&kept, &reused0);
+  assert_int_equal(kept, maps * R); /* every slab, the spare too */
+  tmk__store* b = tmk__store_new((size_t)64 << 20);
+  fill_store(b, 160, 8000);
+  assert_int_equal(tmk__store_slab_maps(b), maps);
+  tmk__pool_stats(&kept, &reused);
+  assert_int_equal(reused - reused0, maps * R); /* each of b's slabs came from the pool */
+  assert_int_equal(kept, 0);
+  tmk__store_free(b);
+  tmk__pool_limit(0);
 }
 
 typedef struct zlist {
@@ -992,6 +1025,7 @@ int main(void) {
       cmocka_unit_test(test_store_decode_query_and_budget),
       cmocka_unit_test(test_store_evict_after_thread_table_grows),
       cmocka_unit_test(test_store_slabs_evict),
+      cmocka_unit_test(test_store_slabs_reused_after_free),
       cmocka_unit_test(test_store_query_slices),
       cmocka_unit_test(test_store_live_ring),
       cmocka_unit_test(test_store_orphans_dropped),

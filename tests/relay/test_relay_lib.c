@@ -443,6 +443,65 @@ static struct sockaddr_in addr_port(uint16_t port) {
   return a;
 }
 
+/* Freed 2 MiB regions go to the process's pool, up to its bound, and are taken from it before
+ * fresh memory is mapped; beyond the bound they are unmapped (relay_slab.c). A queue with 2 MiB
+ * blocks that fills and drains takes the blocks it gave back when it fills again. */
+static void test_freed_memory_pool(void** state) {
+  (void)state;
+  const uint64_t R = TMK__HUGE_PAGE;
+  uint64_t kept, reused, reused0;
+  void* g[6];
+  tmk__pool_limit(4 * R); /* (tmk__pool_reserve only raises it: a relay's 320 MiB, say) */
+  for (int i = 0; i < 6; i++) { /* from the pool while it has some, then fresh */
+    g[i] = tmk__pool_take();
+    assert_non_null(g[i]);
+    memset(g[i], 0x5a, R);
+  }
+  tmk__pool_stats(&kept, &reused0);
+  assert_int_equal(kept, 0);
+  for (int i = 0; i < 6; i++) tmk__pool_give(g[i]);
+  tmk__pool_stats(&kept, &reused);
+  assert_int_equal(kept, 4 * R); /* two beyond the bound were unmapped */
+  void* again[4];
+  for (int i = 0; i < 4; i++) {
+    int given = 0;
+    again[i] = tmk__pool_take();
+    for (int k = 0; k < 6; k++) given |= again[i] == g[k];
+    assert_true(given); /* a region given back, not a new mapping */
+    assert_int_equal(((uint8_t*)again[i])[R - 1], 0x5a);
+  }
+  tmk__pool_stats(&kept, &reused);
+  assert_int_equal(kept, 0);
+  assert_int_equal(reused - reused0, 4 * R);
+  for (int i = 0; i < 4; i++) tmk__pool_give(again[i]);
+
+  /* The queue: 16 MiB makes 2 MiB blocks. ~13 MB queued takes 7 of them; read back, all but the
+   * one being written and the spare go to the pool; queued again, they come back from it. */
+  tmk__pool_limit(16 * R);
+  tmk__rxq q;
+  assert_int_equal(tmk__rxq_init(&q, (size_t)16 << 20), 0);
+  assert_int_equal(q.block, R);
+  static uint8_t data[1000];
+  struct sockaddr_in from = addr_port(9);
+  for (int round = 0; round < 2; round++) {
+    uint64_t kept_before;
+    tmk__pool_stats(&kept_before, &reused0);
+    for (int i = 0; i < 12000; i++)
+      assert_int_equal(tmk__rxq_push(&q, data, sizeof data, (const struct sockaddr*)&from,
+                                     sizeof from), 0);
+    tmk__pool_stats(&kept, &reused);
+    if (round == 1) {
+      assert_true(kept_before >= 5 * R); /* what round 0 gave back */
+      assert_int_equal(reused - reused0, kept_before); /* all of it taken again */
+    }
+    while (tmk__rxq_peek(&q, &(size_t){0}, &(const struct sockaddr*){NULL})) tmk__rxq_pop(&q);
+  }
+  tmk__rxq_free(&q);
+  tmk__pool_limit(0); /* unmaps what it kept */
+  tmk__pool_stats(&kept, &reused);
+  assert_int_equal(kept, 0);
+}
+
 /* Datagrams come out whole, in order, with their sender, through many blocks; a full queue
  * refuses and counts, and never holds more than its bound; a queue that keeps up holds two
  * blocks (the one written and the spare). */
@@ -670,6 +729,7 @@ int main(void) {
       cmocka_unit_test(test_two_relays),
       cmocka_unit_test(test_paused_session_kept),
       cmocka_unit_test(test_udp_queue_ring),
+      cmocka_unit_test(test_freed_memory_pool),
       cmocka_unit_test(test_udp_queue_threads),
       cmocka_unit_test(test_udp_queue_full_loop_behind),
       cmocka_unit_test(test_lifecycle_edges),
