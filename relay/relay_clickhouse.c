@@ -704,6 +704,7 @@ static void* sink_main(void* arg) {
   tmk__ch* ch = ((sender*)arg)->ch;
   const int slot = ((sender*)arg)->slot;
   char err[256];
+  tmk__name_thread("tmk-ch-send");
   pthread_mutex_lock(&ch->mu);
   for (;;) {
     int stopping = ch->stop;

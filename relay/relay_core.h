@@ -154,6 +154,10 @@ void tmk__populate(void* p, size_t bytes);
 void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns);
 /* The calling thread's CPU time, 0 when unknown. */
 uint64_t tmk__own_cpu_ns(void);
+/* Names the calling thread (Linux: what top -H, perf and gdb show; at most 15 characters). The
+ * relay names the threads it starts: tmk-relay-rx (UDP receive), tmk-ch-send (ClickHouse
+ * senders), tmk-ws-send (a dashboard stream's sender). */
+void tmk__name_thread(const char* name);
 
 /* The process's pool of populated TMK__HUGE_PAGE regions (relay_slab.c; thread-safe): slabs
  * and the UDP queue's 2 MiB blocks take from it (or map a new region: NULL when the kernel has no

@@ -11,6 +11,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <time.h>
 
 #include "relay_core.h"
@@ -35,6 +38,14 @@ uint64_t tmk__own_cpu_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 #endif
   return 0;
+}
+
+void tmk__name_thread(const char* name) {
+#ifdef __linux__
+  prctl(PR_SET_NAME, name, 0, 0, 0); /* at most 15 characters are kept */
+#else
+  (void)name;
+#endif
 }
 
 static void count_populate(size_t bytes, uint64_t t0) {

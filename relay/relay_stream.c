@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "tmk_relay.h"
+#include "relay_core.h" /* tmk__name_thread */
 #include "relay_stream.h"
 #include "tmk_proto.h"
 
@@ -791,6 +792,7 @@ static int idle_check(client* c) {
 static void* sender_main(void* arg) {
   client* c = arg;
   uint64_t seen = 0, last_send = 0, last_meta = 0;
+  tmk__name_thread("tmk-ws-send");
   for (;;) {
     pthread_mutex_lock(&c->mu);
     int stop = c->stop;

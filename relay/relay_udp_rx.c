@@ -217,6 +217,7 @@ static int read_socket(tmk__udp_rx* rx) {
 
 static void* rx_main(void* arg) {
   tmk__udp_rx* rx = arg;
+  tmk__name_thread("tmk-relay-rx");
 #ifdef __linux__
   if (pthread_getcpuclockid(pthread_self(), &rx->clock) == 0) atomic_store(&rx->has_clock, 1);
 #endif

@@ -197,6 +197,13 @@ def case_cli():
     eq(js["populated"]["kept_bytes"], 0, "populated.kept_bytes")
     eq(js["populated"]["reused_bytes"], 0, "populated.reused_bytes")
     eq(js["ingest_nice"], 12, "ingest_nice")
+    if sys.platform.startswith("linux"):  # the relay names the threads it starts (top -H, perf)
+        task = f"/proc/{r.proc.pid}/task"
+        names = set()
+        for t in os.listdir(task):
+            with open(os.path.join(task, t, "comm")) as f:
+                names.add(f.read().strip())
+        check("tmk-relay-rx" in names, f"thread names: {sorted(names)}")
     r.stop()
     # SIGINT: clean exit 0.
     r = Relay()
