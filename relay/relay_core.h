@@ -161,11 +161,14 @@ void tmk__name_thread(const char* name);
 
 /* The process's pool of populated TMK__HUGE_PAGE regions (relay_slab.c; thread-safe): slabs
  * and the UDP queue's 2 MiB blocks take from it (or map a new region: NULL when the kernel has no
- * memory) and give back to it; what would take it past its bound is unmapped. The bound is the
- * largest any relay of the process reserved (tmk_relay_create: its UDP queue's bound plus one
- * session's budget); tmk__pool_limit sets it, lower too, and unmaps what is kept beyond it.
- * tmk__pool_stats: the bytes kept now, and the bytes taken from it so far instead of mapped. */
-void tmk__pool_reserve(uint64_t bytes);
+ * memory) and give back to it; what would take it past its bound is unmapped. Each relay attaches
+ * while it exists (tmk_relay_create: its UDP queue's bound plus one session's budget; the bound
+ * is the largest attached with) and detaches when freed: when the last one detaches, the bound
+ * is 0 and every region kept is unmapped. tmk__pool_limit sets the bound, lower too, and unmaps
+ * what is kept beyond it. tmk__pool_stats: the bytes kept now, and the bytes taken from it so
+ * far instead of mapped. */
+void tmk__pool_attach(uint64_t bytes);
+void tmk__pool_detach(void);
 void tmk__pool_limit(uint64_t bytes);
 void* tmk__pool_take(void);
 void tmk__pool_give(void* region);

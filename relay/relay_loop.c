@@ -228,6 +228,7 @@ static void relay_free(tmk_relay* r) {
   pthread_cond_destroy(&r->query_cv);
   tmk__logger_free(&r->log);
   free(r);
+  tmk__pool_detach(); /* the last relay of the process: the pool's memory goes back */
 }
 
 int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
@@ -241,12 +242,14 @@ int tmk_relay_create(const tmk_relay_desc* desc, tmk_relay** out) {
   tmk_relay* r = calloc(1, sizeof *r);
   if (!r) return TMK_ENOMEM;
   r->cfg = cfg;
-  /* memory the process keeps for reuse when a queue block or a session's slab is freed */
-  tmk__pool_reserve((uint64_t)cfg.udp_queue_bytes + cfg.session_memory);
+  /* memory the process keeps for reuse when a queue block or a session's slab is freed, while
+   * this relay exists (relay_free detaches) */
+  tmk__pool_attach((uint64_t)cfg.udp_queue_bytes + cfg.session_memory);
   r->scratch = malloc(TMK_PROTO_MAX_BODY);
   if (!r->scratch || uv_loop_init(&r->loop_storage) != 0) {
     free(r->scratch);
     free(r);
+    tmk__pool_detach();
     return TMK_ENOMEM;
   }
   tmk__logger_init(&r->log, d->log.fn, d->log.ud, d->log.level);

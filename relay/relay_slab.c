@@ -93,7 +93,8 @@ void* tmk__map_pages(size_t bytes, int huge, int populate) {
 }
 
 /* The pool: populated 2 MiB regions that slabs and the UDP queue's blocks hand back, kept for
- * reuse instead of unmapped, up to pool_bound bytes (tmk__pool_reserve). A relay whose queue
+ * reuse instead of unmapped, up to pool_bound bytes (the largest bound a relay of the process
+ * attached with), and given back to the kernel when the last relay detaches. A relay whose queue
  * fills and drains during a burst, or that frees a session and stores a new one, then writes into
  * pages it has already faulted in (on a VM whose host takes back free memory, faulting in is the
  * dearest part of storing a zone: docs/SCALE.md). The link to the next region is kept in the
@@ -104,11 +105,21 @@ typedef struct pool_region {
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static pool_region* pool_head;
 static uint64_t pool_bytes, pool_bound, pool_reused;
+static unsigned pool_users; /* relays attached */
 
-void tmk__pool_reserve(uint64_t bytes) {
+void tmk__pool_attach(uint64_t bytes) {
   pthread_mutex_lock(&pool_mu);
+  pool_users++;
   if (bytes > pool_bound) pool_bound = bytes;
   pthread_mutex_unlock(&pool_mu);
+}
+
+void tmk__pool_detach(void) {
+  int last;
+  pthread_mutex_lock(&pool_mu);
+  last = pool_users > 0 && --pool_users == 0;
+  pthread_mutex_unlock(&pool_mu);
+  if (last) tmk__pool_limit(0); /* (a relay attaching meanwhile raises the bound again) */
 }
 
 void* tmk__pool_take(void) {

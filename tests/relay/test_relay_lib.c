@@ -451,7 +451,7 @@ static void test_freed_memory_pool(void** state) {
   const uint64_t R = TMK__HUGE_PAGE;
   uint64_t kept, reused, reused0;
   void* g[6];
-  tmk__pool_limit(4 * R); /* (tmk__pool_reserve only raises it: a relay's 320 MiB, say) */
+  tmk__pool_limit(4 * R); /* (no relay exists: nothing else takes or gives) */
   for (int i = 0; i < 6; i++) { /* from the pool while it has some, then fresh */
     g[i] = tmk__pool_take();
     assert_non_null(g[i]);
@@ -498,6 +498,20 @@ static void test_freed_memory_pool(void** state) {
   }
   tmk__rxq_free(&q);
   tmk__pool_limit(0); /* unmaps what it kept */
+  tmk__pool_stats(&kept, &reused);
+  assert_int_equal(kept, 0);
+
+  /* Relays: while one exists, what another gives back is kept (a relay's first queue block is a
+   * 2 MiB region with the default 64 MiB queue); when the last one is freed, nothing is. */
+  tmk_relay_desc desc;
+  tmk_relay *a, *b;
+  memset(&desc, 0, sizeof desc);
+  assert_int_equal(tmk_relay_create(&desc, &a), 0);
+  assert_int_equal(tmk_relay_create(&desc, &b), 0);
+  tmk_relay_destroy(a);
+  tmk__pool_stats(&kept, &reused);
+  assert_true(kept >= R);
+  tmk_relay_destroy(b);
   tmk__pool_stats(&kept, &reused);
   assert_int_equal(kept, 0);
 }
