@@ -323,7 +323,8 @@ int tmk_relay_run(tmk_relay* r);
 /* Asks a running (or about to run) relay to stop. Safe from any thread and from a signal
  * handler (uv_async_send); returns at once. */
 void tmk_relay_stop(tmk_relay* r);
-/* Frees a relay that is not running (tmk_relay_run returned, or never called). */
+/* Frees a relay that is not running (tmk_relay_run returned, or never called). The last relay
+ * of the process also gives back the freed memory the relays kept for reuse (docs/API.md). */
 void tmk_relay_destroy(tmk_relay* r);
 
 /* The bound ports (useful when the desc asked for port 0); http is 0 without HTTP server. */
