@@ -298,6 +298,22 @@ typedef struct one_phase {
   sess_stats t;
 } one_phase;
 
+/* Creates a relay from desc into *slot and runs its loop on this thread while drive(arg) runs on
+ * another (drive stops the relay when it is done). Returns the relay, stopped, not yet freed; NULL
+ * when it could not start. */
+static tmk_relay* run_relay(const tmk_relay_desc* desc, void* (*drive)(void*), void* arg,
+                            tmk_relay** slot) {
+  pthread_t th;
+  if (tmk_relay_create(desc, slot) != 0) return NULL;
+  if (pthread_create(&th, NULL, drive, arg) != 0) {
+    tmk_relay_destroy(*slot);
+    return NULL;
+  }
+  tmk_relay_run(*slot);
+  pthread_join(th, NULL);
+  return *slot;
+}
+
 static void* drive_one(void* arg) {
   one_phase* o = arg;
   run_phase(o->relay, o->loop, o->pk, o->sids, ROUNDS, o->pps, &o->cpu, &o->rx, &o->t, &o->wall);
@@ -323,11 +339,7 @@ static double saturated(packets* pk, const uint64_t* sids, double pps, int keyed
   one_phase o;
   memset(&o, 0, sizeof o);
   o.pk = pk, o.sids = sids, o.pps = pps, o.loop = pthread_self();
-  pthread_t th;
-  if (tmk_relay_create(&desc, &o.relay) != 0 || pthread_create(&th, NULL, drive_one, &o) != 0)
-    return 0;
-  tmk_relay_run(o.relay);
-  pthread_join(th, NULL);
+  if (!run_relay(&desc, drive_one, &o, &o.relay)) return 0;
   tmk_relay_totals tot;
   tmk_relay_get_stats(o.relay, &tot);
   if (tot.unauthenticated + tot.bad_mac)
@@ -376,11 +388,7 @@ static double later_burst(packets* pk, const uint64_t* sids, const uint64_t* sid
   later o;
   memset(&o, 0, sizeof o);
   o.pk = pk, o.sids = sids, o.sids2 = sids2, o.pps = pps, o.loop = pthread_self();
-  pthread_t th;
-  if (tmk_relay_create(&desc, &o.relay) != 0 || pthread_create(&th, NULL, drive_later, &o) != 0)
-    return 0;
-  tmk_relay_run(o.relay);
-  pthread_join(th, NULL);
+  if (!run_relay(&desc, drive_later, &o, &o.relay)) return 0;
   tmk_relay_totals tot;
   tmk_relay_get_stats(o.relay, &tot);
   printf("bench-relay: a later burst on a running relay: %llu zones stored, loop cpu %.2f s, "
@@ -450,13 +458,10 @@ int main(int argc, char** argv) {
   memset(&d, 0, sizeof d);
   d.p1 = p1, d.p2 = p2, d.s1 = s1, d.s2 = s2, d.zones_per_packet = zones_per_packet;
   d.loop = pthread_self(); /* the relay's loop runs here, on the main thread, as in telemark-relay */
-  pthread_t th;
-  if (tmk_relay_create(&desc, &d.relay) != 0 || pthread_create(&th, NULL, drive, &d) != 0) {
+  if (!run_relay(&desc, drive, &d, &d.relay)) {
     fprintf(stderr, "%s: cannot start the relay\n", argv[0]);
     return 1;
   }
-  tmk_relay_run(d.relay);
-  pthread_join(th, NULL);
   tmk_relay_destroy(d.relay);
 
   printf("bench-relay: %d targets over loopback UDP, %.0f zones/packet, %.2f wire bytes/zone\n",
