@@ -319,16 +319,21 @@ static TMK__NOINLINE void emit_thread_name(const tmk__thread* t) {
   emit(&r, NO_THREAD);
 }
 
-/* Returns the site's id for this session, registering it (and sending its SITE) on first use. */
-static uint32_t site_id(tmk_site* s) {
-  if (!s) return 0;
-  if (s->gen == tmk__g.gen && s->id) return s->id;
+/* Gives s an id for this session and sends its SITE (site_id, on the site's first use). */
+static TMK__NOINLINE uint32_t site_register(tmk_site* s) {
   s->id = ++F->next_site_id;
   s->gen = tmk__g.gen;
   s->next = F->sites;
   F->sites = s;
   emit_site(s);
   return s->id;
+}
+
+/* Returns the site's id for this session, registering it on first use. */
+static inline uint32_t site_id(tmk_site* s) {
+  if (!s) return 0;
+  if (s->gen == tmk__g.gen && s->id) return s->id;
+  return site_register(s);
 }
 
 /* ============================================================================================
@@ -439,7 +444,6 @@ static void drain_thread(tmk__thread* t) {
       tmk_proto_zone* b = g->c.batch;
       tmk_site* last = NULL;
       uint32_t last_id = 0;
-      const uint32_t gen = tmk__g.gen;
       /* in locals: the batch stores could alias *t, which would reload them every zone */
       const uint64_t* buf = t->buf;
       const uint32_t mask = t->mask;
@@ -463,8 +467,7 @@ static void drain_thread(tmk__thread* t) {
         tmk_proto_zone* z;
         if (site != last) {
           last = site;
-          /* site_id's first test inline: nearly always the site has its id already */
-          last_id = site && site->gen == gen && site->id ? site->id : site_id(site);
+          last_id = site_id(site); /* may emit a SITE record: the batch is not touched */
         }
         if (n == cap) { /* full: encode it (as the general loop below does) */
           g->batch_len = n;

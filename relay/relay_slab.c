@@ -114,12 +114,37 @@ void tmk__pool_attach(uint64_t bytes) {
   pthread_mutex_unlock(&pool_mu);
 }
 
+/* [pool_mu held] Sets the bound and takes what is kept beyond it off the pool: the caller unmaps
+ * the list returned, after unlocking. */
+static pool_region* pool_bound_locked(uint64_t bytes) {
+  pool_region* drop = NULL;
+  pool_bound = bytes;
+  while (pool_head && pool_bytes > pool_bound) {
+    pool_region* p = pool_head;
+    pool_head = p->next;
+    pool_bytes -= TMK__HUGE_PAGE;
+    p->next = drop;
+    drop = p;
+  }
+  return drop;
+}
+
+static void pool_unmap(pool_region* drop) {
+  while (drop) {
+    pool_region* next = drop->next;
+    munmap(drop, TMK__HUGE_PAGE);
+    drop = next;
+  }
+}
+
 void tmk__pool_detach(void) {
-  int last;
+  pool_region* drop = NULL;
   pthread_mutex_lock(&pool_mu);
-  last = pool_users > 0 && --pool_users == 0;
+  /* the last relay: bound 0, in the same hold of the lock as the count, so that a relay
+   * attaching meanwhile keeps the bound it set */
+  if (pool_users > 0 && --pool_users == 0) drop = pool_bound_locked(0);
   pthread_mutex_unlock(&pool_mu);
-  if (last) tmk__pool_limit(0); /* (a relay attaching meanwhile raises the bound again) */
+  pool_unmap(drop);
 }
 
 void* tmk__pool_take(void) {
@@ -148,22 +173,10 @@ void tmk__pool_give(void* region) {
 }
 
 void tmk__pool_limit(uint64_t bytes) {
-  pool_region* drop = NULL;
   pthread_mutex_lock(&pool_mu);
-  pool_bound = bytes;
-  while (pool_head && pool_bytes > pool_bound) {
-    pool_region* p = pool_head;
-    pool_head = p->next;
-    pool_bytes -= TMK__HUGE_PAGE;
-    p->next = drop;
-    drop = p;
-  }
+  pool_region* drop = pool_bound_locked(bytes);
   pthread_mutex_unlock(&pool_mu);
-  while (drop) {
-    pool_region* next = drop->next;
-    munmap(drop, TMK__HUGE_PAGE);
-    drop = next;
-  }
+  pool_unmap(drop);
 }
 
 void tmk__pool_stats(uint64_t* kept, uint64_t* reused) {
