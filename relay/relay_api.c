@@ -655,6 +655,14 @@ static int h_relay(struct mg_connection* conn, tmk_relay* r) {
   tmk__json_u64(&j, pool_kept);
   tmk__json_key(&j, "reused_bytes");
   tmk__json_u64(&j, pool_reused);
+  tmk__pages_counters pc; /* which kind of page fresh regions get (relay_slab.c) */
+  tmk__pages_stats(&pc);
+  tmk__json_key(&j, "huge_bytes");
+  tmk__json_u64(&j, pc.huge_bytes);
+  tmk__json_key(&j, "small_ns_per_mib");
+  tmk__json_u64(&j, pc.ns_per_mib[0]);
+  tmk__json_key(&j, "huge_ns_per_mib");
+  tmk__json_u64(&j, pc.ns_per_mib[1]);
   tmk__json_end_obj(&j);
   tmk__json_key(&j, "ingest_nice");
   tmk__json_i64(&j, r->cfg.ingest_nice);

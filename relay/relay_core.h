@@ -142,10 +142,25 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
 
 #define TMK__HUGE_PAGE ((size_t)2 << 20)
 /* `bytes` of zeroed memory (a multiple of 4096; with huge = 1 of TMK__HUGE_PAGE, at a
- * TMK__HUGE_PAGE boundary and marked for transparent huge pages), with populate = 1 faulted in by
- * the kernel in one call where it can (MAP_POPULATE, MADV_POPULATE_WRITE); NULL when it has no
- * memory. Free it with munmap. */
+ * TMK__HUGE_PAGE boundary, on the kind of page tmk__pages_pick_huge says), with populate = 1
+ * faulted in by the kernel in one call where it can (MAP_POPULATE, MADV_POPULATE_WRITE); NULL
+ * when it has no memory. Free it with munmap. */
 void* tmk__map_pages(size_t bytes, int huge, int populate);
+/* The kind of page for fresh TMK__HUGE_PAGE-aligned memory (relay_slab.c; thread-safe):
+ * tmk__pages_pick_huge says which kind the next region gets (1: huge, 0: 4 KiB), from the
+ * running averages of what each kind has cost to populate, which tmk__pages_note feeds (the CPU
+ * time that populating `bytes` of that kind took); tmk__map_pages with huge = 1 asks and, when it
+ * populates, notes. tmk__pages_stats reads the averages (ns per MiB; [0] 4 KiB, [1] huge), their
+ * sample counts and the bytes populated on huge pages; tmk__pages_reset forgets all (tests). */
+typedef struct tmk__pages_counters {
+  uint64_t ns_per_mib[2];
+  uint64_t samples[2];
+  uint64_t huge_bytes;
+} tmk__pages_counters;
+int tmk__pages_pick_huge(void);
+void tmk__pages_note(int huge, size_t bytes, uint64_t cpu_ns);
+void tmk__pages_stats(tmk__pages_counters* out);
+void tmk__pages_reset(void);
 /* Faults in [p, p + bytes) (page-aligned) in one call where the kernel can (MADV_POPULATE_WRITE),
  * counted in tmk__populate_stats. */
 void tmk__populate(void* p, size_t bytes);

@@ -105,6 +105,9 @@ void tmk_relay_get_stats(tmk_relay* r, tmk_relay_totals* out) {
   out->ingest_cpu_ns = q.cpu_ns + atomic_load(&r->loop_cpu_ns);
   tmk__populate_stats(&out->populated_bytes, &out->populate_cpu_ns);
   tmk__pool_stats(&out->pool_bytes, &out->pool_reused_bytes);
+  tmk__pages_counters pc;
+  tmk__pages_stats(&pc);
+  out->populated_huge_bytes = pc.huge_bytes;
   out->rejected_sessions = atomic_load(&r->rejected_sessions);
   out->unauthenticated = atomic_load(&r->unauthenticated);
   out->bad_mac = atomic_load(&r->bad_mac);

@@ -1,11 +1,13 @@
-/* relay_slab.c — memory for the store's full zone chunks: 2 MiB slabs, aligned and marked for
- * transparent huge pages, so that a session storing zones fast takes one fault per 2 MiB, not
- * one per 4 KiB (on our 2-core VM 4 KiB faults cost ~40 ns a stored zone, a huge page ~1 ns); a
- * slab whose last chunk is freed (the store evicts oldest first, so slabs empty in order) is kept
- * as the one spare and reused before a new one is mapped, so that a store at its budget, evicting
- * as fast as it stores, takes no fresh pages at all; emptied slabs beyond the spare go to the
- * process's pool of 2 MiB regions (below), which the UDP receive queue's 2 MiB blocks share. Also
- * tmk__map_pages, which the queue's smaller blocks and the ClickHouse sink's staging use. */
+/* relay_slab.c — memory for the store's full zone chunks: 2 MiB slabs, aligned so that they can
+ * be transparent huge pages, and populated in one call, so that a session storing zones fast
+ * takes no page fault of its own; each fresh region gets the kind of page that has cost least
+ * to populate lately (below: on one host a huge page is the cheaper by half, on a VM whose host
+ * takes back free memory 4 KiB pages can be ten times cheaper); a slab whose last chunk is freed
+ * (the store evicts oldest first, so slabs empty in order) is kept as the one spare and reused
+ * before a new one is mapped, so that a store at its budget, evicting as fast as it stores, takes
+ * no fresh pages at all; emptied slabs beyond the spare go to the process's pool of 2 MiB regions
+ * (below), which the UDP receive queue's 2 MiB blocks share. Also tmk__map_pages, which the
+ * queue's smaller blocks and the ClickHouse sink's staging use. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MADV_* */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -53,20 +55,88 @@ static void count_populate(size_t bytes, uint64_t t0) {
   atomic_fetch_add_explicit(&populate_cpu_ns, tmk__own_cpu_ns() - t0, memory_order_relaxed);
 }
 
-void tmk__populate(void* p, size_t bytes) {
+/* Populates and counts, as tmk__populate: 1 with the CPU time it took in *ns, or 0 where the
+ * kernel cannot (the pages then fault in later, uncounted). */
+static int populate_timed(void* p, size_t bytes, uint64_t* ns) {
 #ifdef MADV_POPULATE_WRITE
   const uint64_t t0 = tmk__own_cpu_ns();
-  /* Linux 5.14+: one call; an older kernel refuses it and the pages fault in later, uncounted */
-  if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) count_populate(bytes, t0);
+  /* Linux 5.14+: one call; an older kernel refuses it */
+  if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0) return 0;
+  *ns = tmk__own_cpu_ns() - t0;
+  atomic_fetch_add_explicit(&populated_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&populate_cpu_ns, *ns, memory_order_relaxed);
+  return 1;
 #else
   (void)p;
   (void)bytes;
+  (void)ns;
+  return 0;
 #endif
+}
+
+void tmk__populate(void* p, size_t bytes) {
+  uint64_t ns;
+  (void)populate_timed(p, bytes, &ns);
 }
 
 void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns) {
   *bytes = atomic_load_explicit(&populated_bytes, memory_order_relaxed);
   *cpu_ns = atomic_load_explicit(&populate_cpu_ns, memory_order_relaxed);
+}
+
+/* The kind of page for fresh 2 MiB-aligned memory (docs/AGENT.md "Which pages"). Populating a
+ * region costs per byte what the host makes it cost: on a machine of its own a 2 MiB page is
+ * cleared in one go and mapped by one entry, about half the cost of 512 pages of 4 KiB; on a VM
+ * whose host takes back memory that was free for a while (virtio-balloon free page reporting),
+ * the free 2 MiB blocks a huge page needs are the very ones it took back, and each costs the
+ * host's faults, while 4 KiB pages come first from the smaller free blocks it left alone (our
+ * 2-core VM: ~40 against ~4 ns per 16 bytes). So each fresh region's populating is timed (the
+ * thread's CPU time, which a vCPU stalled in the host's faults also counts) into a running
+ * average per kind, in ns per MiB, and the next region gets the kind that averages less. Both
+ * are tried first, huge pages first, and every PAGES_EXPLORE-th region gets the other kind, so
+ * that a kind that has become the cheaper one is noticed: on our VM those trials cost ~0.6 ns a
+ * stored zone, on a host where huge pages win ~0.03. Where the kernel refuses MADV_HUGEPAGE (THP
+ * off) the "huge" regions are 4 KiB pages, and both kinds average alike. Process-wide; relaxed
+ * atomics: a race loses a sample or repeats a trial, nothing worse. */
+#define PAGES_EXPLORE 64
+static _Atomic uint64_t kind_ns_per_mib[2], kind_samples[2]; /* [0] 4 KiB, [1] huge */
+static _Atomic uint64_t kind_regions, huge_populated;
+
+int tmk__pages_pick_huge(void) {
+  const uint64_t n = atomic_fetch_add_explicit(&kind_regions, 1, memory_order_relaxed);
+  if (!atomic_load_explicit(&kind_samples[1], memory_order_relaxed)) return 1;
+  if (!atomic_load_explicit(&kind_samples[0], memory_order_relaxed)) return 0;
+  const int huge = atomic_load_explicit(&kind_ns_per_mib[1], memory_order_relaxed) <=
+                   atomic_load_explicit(&kind_ns_per_mib[0], memory_order_relaxed);
+  return n % PAGES_EXPLORE == PAGES_EXPLORE - 1 ? !huge : huge;
+}
+
+void tmk__pages_note(int huge, size_t bytes, uint64_t cpu_ns) {
+  if (!bytes) return;
+  const uint64_t sample = (uint64_t)((double)cpu_ns * (double)(1u << 20) / (double)bytes);
+  const uint64_t old = atomic_load_explicit(&kind_ns_per_mib[huge], memory_order_relaxed);
+  const uint64_t had = atomic_fetch_add_explicit(&kind_samples[huge], 1, memory_order_relaxed);
+  /* the first sample as it is, then a quarter of each new one */
+  atomic_store_explicit(&kind_ns_per_mib[huge], had ? old - old / 4 + sample / 4 : sample,
+                        memory_order_relaxed);
+  if (huge) atomic_fetch_add_explicit(&huge_populated, bytes, memory_order_relaxed);
+}
+
+void tmk__pages_stats(tmk__pages_counters* out) {
+  for (int k = 0; k < 2; k++) {
+    out->ns_per_mib[k] = atomic_load_explicit(&kind_ns_per_mib[k], memory_order_relaxed);
+    out->samples[k] = atomic_load_explicit(&kind_samples[k], memory_order_relaxed);
+  }
+  out->huge_bytes = atomic_load_explicit(&huge_populated, memory_order_relaxed);
+}
+
+void tmk__pages_reset(void) {
+  for (int k = 0; k < 2; k++) {
+    atomic_store_explicit(&kind_ns_per_mib[k], 0, memory_order_relaxed);
+    atomic_store_explicit(&kind_samples[k], 0, memory_order_relaxed);
+  }
+  atomic_store_explicit(&kind_regions, 0, memory_order_relaxed);
+  atomic_store_explicit(&huge_populated, 0, memory_order_relaxed);
 }
 
 void* tmk__map_pages(size_t bytes, int huge, int populate) {
@@ -85,10 +155,13 @@ void* tmk__map_pages(size_t bytes, int huge, int populate) {
   size_t head = (size_t)(a - (uintptr_t)m);
   if (head) munmap(m, head);
   munmap((uint8_t*)a + bytes, over - head - bytes);
-#ifdef MADV_HUGEPAGE
-  madvise((void*)a, bytes, MADV_HUGEPAGE); /* refused where THP is off: 4 KiB pages then */
+  const int kind = tmk__pages_pick_huge();
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+  /* refused where THP is off: 4 KiB pages then; NOHUGEPAGE: where THP is on for every mapping */
+  madvise((void*)a, bytes, kind ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #endif
-  if (populate) tmk__populate((void*)a, bytes);
+  uint64_t ns;
+  if (populate && populate_timed((void*)a, bytes, &ns)) tmk__pages_note(kind, bytes, ns);
   return (void*)a;
 }
 

@@ -349,6 +349,8 @@ typedef struct tmk_relay_totals {
                                  queue's blocks, the ClickHouse sink's staging), and ... */
   uint64_t populate_cpu_ns;   /* ... the CPU time the relay's threads spent doing so; both for
                                  the whole process (every relay in it), since it started */
+  uint64_t populated_huge_bytes; /* of populated_bytes, those on 2 MiB pages (the relay picks the
+                                   kind that costs less to populate: docs/API.md) */
   uint64_t pool_bytes;        /* freed 2 MiB regions (queue blocks, slabs) kept for reuse now,
                                  and ... */
   uint64_t pool_reused_bytes; /* ... the bytes taken from them instead of fresh memory so far;

@@ -412,6 +412,17 @@ static double populate_cpu_s(tmk_relay* r) {
   return (double)t.populate_cpu_ns / 1e9;
 }
 
+/* What the process has populated so far, and how much of it on 2 MiB pages (the relay picks the
+ * kind that costs less to populate: docs/API.md "populated"). */
+static void print_page_kinds(tmk_relay* r, const char* when) {
+  tmk_relay_totals t;
+  tmk_relay_get_stats(r, &t);
+  printf("bench-relay: %s: %.0f MB of fresh memory populated in %.2f s of CPU, %.0f MB of it on "
+         "huge pages\n",
+         when, (double)t.populated_bytes / 1e6, (double)t.populate_cpu_ns / 1e9,
+         (double)t.populated_huge_bytes / 1e6);
+}
+
 static void* drive(void* arg) {
   driver* d = arg;
   /* Phase 1 offers 40 M zones/s, beyond what one relay core can take, so the relay is busy all
@@ -422,6 +433,7 @@ static void* drive(void* arg) {
   run_phase(d->relay, d->loop, d->p1, d->s1, ROUNDS, pps40m, &d->cpu1, &d->rx1, &d->t1,
             &d->wall1);
   d->pop1 = populate_cpu_s(d->relay) - d->pop1;
+  print_page_kinds(d->relay, "after the saturated phase");
   d->pps5m = 5e6 / TARGETS / d->zones_per_packet;
   run_phase(d->relay, d->loop, d->p2, d->s2, 1, d->pps5m, &d->cpu2, NULL, &d->t2, &d->wall2);
   tmk_relay_stop(d->relay);

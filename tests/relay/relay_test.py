@@ -196,6 +196,9 @@ def case_cli():
     # nothing freed yet, so nothing kept for reuse (a 3 MiB queue's blocks are 384 KiB: never pooled)
     eq(js["populated"]["kept_bytes"], 0, "populated.kept_bytes")
     eq(js["populated"]["reused_bytes"], 0, "populated.reused_bytes")
+    # no 2 MiB region yet, so neither kind of page has been tried
+    for k in ("huge_bytes", "small_ns_per_mib", "huge_ns_per_mib"):
+        eq(js["populated"][k], 0, f"populated.{k}")
     eq(js["ingest_nice"], 12, "ingest_nice")
     if sys.platform.startswith("linux"):  # the relay names the threads it starts (top -H, perf)
         task = f"/proc/{r.proc.pid}/task"
@@ -205,8 +208,13 @@ def case_cli():
                 names.add(f.read().strip())
         check("tmk-relay-rx" in names, f"thread names: {sorted(names)}")
     r.stop()
-    # SIGINT: clean exit 0.
+    # SIGINT: clean exit 0. Before that: the default 64 MiB queue's first block is the process's
+    # first fresh 2 MiB region, and the first one goes on huge pages, to measure them.
     r = Relay()
+    pop = r.get("/api/relay")["populated"]
+    if pop["bytes"] >= 2 << 20:  # (Linux 5.14+ populates in one call, and only then is it timed)
+        eq(pop["huge_bytes"], 2 << 20, "populated.huge_bytes")
+        check(pop["huge_ns_per_mib"] > 0 and pop["small_ns_per_mib"] == 0, f"populated: {pop}")
     eq(r.stop(signal.SIGINT), 0, "exit code after SIGINT")
     check("stopped" in r.log(), "no 'stopped' line after SIGINT")
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -446,6 +447,69 @@ static struct sockaddr_in addr_port(uint16_t port) {
 /* Freed 2 MiB regions go to the process's pool, up to its bound, and are taken from it before
  * fresh memory is mapped; beyond the bound they are unmapped (relay_slab.c). A queue with 2 MiB
  * blocks that fills and drains takes the blocks it gave back when it fills again. */
+/* Fresh 2 MiB regions get the kind of page that has cost less to populate lately: huge pages
+ * first, then 4 KiB ones, then the cheaper, with the other tried every 64th region; a kind that
+ * becomes the cheaper one takes over. (The samples here are made up: what a kind costs is the
+ * host's business, docs/AGENT.md "Which pages".) */
+static void test_fresh_page_kind(void** state) {
+  (void)state;
+  const size_t R = TMK__HUGE_PAGE;
+  tmk__pages_counters c;
+  tmk__pages_reset();
+  assert_int_equal(tmk__pages_pick_huge(), 1); /* nothing known: huge first */
+  tmk__pages_note(1, R, 40 * 131072);          /* 40 ns per 16 bytes (a stored zone) */
+  assert_int_equal(tmk__pages_pick_huge(), 0); /* then 4 KiB pages */
+  tmk__pages_note(0, R, 4 * 131072);
+  int huge = 0, at[2] = {-1, -1};
+  for (int i = 0; i < 128; i++) /* regions 2..129: 4 KiB pages, huge ones as trials */
+    if (tmk__pages_pick_huge()) {
+      if (huge < 2) at[huge] = i + 2;
+      huge++;
+    }
+  assert_int_equal(huge, 2);
+  assert_int_equal(at[0], 63);
+  assert_int_equal(at[1], 127);
+  /* huge pages turn cheap (memory the host backs again): a quarter of each sample moves the
+   * average, so a few trials bring it below the 4 KiB pages' */
+  tmk__pages_stats(&c);
+  assert_int_equal(c.ns_per_mib[0], 4 * 65536);
+  for (int i = 0; i < 8; i++) tmk__pages_note(1, R, 1 * 131072);
+  tmk__pages_stats(&c);
+  assert_true(c.ns_per_mib[1] > c.ns_per_mib[0]); /* 40 * 0.75^8 + (1 - 0.75^8) = 4.9 > 4 */
+  tmk__pages_note(1, R, 1 * 131072);
+  tmk__pages_stats(&c);
+  assert_true(c.ns_per_mib[1] < c.ns_per_mib[0]); /* 40 * 0.75^9 + (1 - 0.75^9) = 3.9 */
+  assert_int_equal(c.samples[1], 10);
+  assert_int_equal(c.samples[0], 1);
+  assert_int_equal(c.huge_bytes, 10 * R);
+  huge = 0;
+  for (int i = 0; i < 64; i++) huge += tmk__pages_pick_huge();
+  assert_int_equal(huge, 63); /* one 4 KiB trial in 64 */
+
+  /* A real mapping asks and, populating, notes what it cost: where the kernel populates in one
+   * call (Linux 5.14+: counted in tmk__populate_stats), each region is a sample of its kind;
+   * elsewhere the pages fault in later and nothing is noted. */
+  tmk__pages_reset();
+  uint64_t pop0, pop1, ns;
+  tmk__populate_stats(&pop0, &ns);
+  uint8_t* m[2];
+  for (int i = 0; i < 2; i++) {
+    m[i] = tmk__map_pages(R, 1, 1);
+    assert_non_null(m[i]);
+    assert_int_equal((uintptr_t)m[i] & (R - 1), 0);
+    assert_int_equal(m[i][0] | m[i][R - 1], 0); /* zeroed */
+  }
+  tmk__populate_stats(&pop1, &ns);
+  tmk__pages_stats(&c);
+  const int noted = pop1 - pop0 == 2 * R;
+  assert_true(noted || pop1 == pop0);
+  assert_int_equal(c.samples[1], noted);
+  assert_int_equal(c.samples[0], noted);
+  assert_int_equal(c.huge_bytes, noted ? R : 0);
+  for (int i = 0; i < 2; i++) munmap(m[i], R);
+  tmk__pages_reset();
+}
+
 static void test_freed_memory_pool(void** state) {
   (void)state;
   const uint64_t R = TMK__HUGE_PAGE;
@@ -743,6 +807,7 @@ int main(void) {
       cmocka_unit_test(test_two_relays),
       cmocka_unit_test(test_paused_session_kept),
       cmocka_unit_test(test_udp_queue_ring),
+      cmocka_unit_test(test_fresh_page_kind),
       cmocka_unit_test(test_freed_memory_pool),
       cmocka_unit_test(test_udp_queue_threads),
       cmocka_unit_test(test_udp_queue_full_loop_behind),
