@@ -94,11 +94,15 @@ void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns) {
  * thread's CPU time, which a vCPU stalled in the host's faults also counts) into a running
  * average per kind, in ns per MiB, and the next region gets the kind that averages less. Both
  * are tried first, huge pages first, and every PAGES_EXPLORE-th region gets the other kind, so
- * that a kind that has become the cheaper one is noticed: on our VM those trials cost ~0.6 ns a
- * stored zone, on a host where huge pages win ~0.03. Where the kernel refuses MADV_HUGEPAGE (THP
- * off) the "huge" regions are 4 KiB pages, and both kinds average alike. Process-wide; relaxed
- * atomics: a race loses a sample or repeats a trial, nothing worse. */
+ * that a kind that has become the cheaper one is noticed, or every PAGES_EXPLORE_FAR-th while the
+ * other kind averages more than four times as much: a trial of huge pages on our VM costs ~40 ns
+ * a stored zone more for 2 MiB of zones, ~0.08 ns a zone on average at that rate (0.6 at the
+ * other); where huge pages are the cheaper kind, by half, trials of 4 KiB pages cost ~0.03.
+ * Where the kernel refuses MADV_HUGEPAGE (THP off) the "huge" regions are 4 KiB pages, and both
+ * kinds average alike. Process-wide; relaxed atomics: a race loses a sample or repeats a trial,
+ * nothing worse. */
 #define PAGES_EXPLORE 64
+#define PAGES_EXPLORE_FAR 512
 static _Atomic uint64_t kind_ns_per_mib[2], kind_samples[2]; /* [0] 4 KiB, [1] huge */
 static _Atomic uint64_t kind_regions, huge_populated;
 
@@ -106,9 +110,12 @@ int tmk__pages_pick_huge(void) {
   const uint64_t n = atomic_fetch_add_explicit(&kind_regions, 1, memory_order_relaxed);
   if (!atomic_load_explicit(&kind_samples[1], memory_order_relaxed)) return 1;
   if (!atomic_load_explicit(&kind_samples[0], memory_order_relaxed)) return 0;
-  const int huge = atomic_load_explicit(&kind_ns_per_mib[1], memory_order_relaxed) <=
-                   atomic_load_explicit(&kind_ns_per_mib[0], memory_order_relaxed);
-  return n % PAGES_EXPLORE == PAGES_EXPLORE - 1 ? !huge : huge;
+  const uint64_t small_ns = atomic_load_explicit(&kind_ns_per_mib[0], memory_order_relaxed);
+  const uint64_t huge_ns = atomic_load_explicit(&kind_ns_per_mib[1], memory_order_relaxed);
+  const int huge = huge_ns <= small_ns;
+  const uint64_t best = huge ? huge_ns : small_ns, other = huge ? small_ns : huge_ns;
+  const uint64_t every = other / 4 > best ? PAGES_EXPLORE_FAR : PAGES_EXPLORE;
+  return n % every == every - 1 ? !huge : huge;
 }
 
 void tmk__pages_note(int huge, size_t bytes, uint64_t cpu_ns) {

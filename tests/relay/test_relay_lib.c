@@ -448,43 +448,54 @@ static struct sockaddr_in addr_port(uint16_t port) {
  * fresh memory is mapped; beyond the bound they are unmapped (relay_slab.c). A queue with 2 MiB
  * blocks that fills and drains takes the blocks it gave back when it fills again. */
 /* Fresh 2 MiB regions get the kind of page that has cost less to populate lately: huge pages
- * first, then 4 KiB ones, then the cheaper, with the other tried every 64th region; a kind that
- * becomes the cheaper one takes over. (The samples here are made up: what a kind costs is the
+ * first, then 4 KiB ones, then the cheaper, with the other tried every 64th region (every 512th
+ * while it costs more than four times as much); a kind that becomes the cheaper one takes over.
+ * (The samples here are made up, in ns per 16 bytes, a stored zone: what a kind costs is the
  * host's business, docs/AGENT.md "Which pages".) */
 static void test_fresh_page_kind(void** state) {
   (void)state;
   const size_t R = TMK__HUGE_PAGE;
+  const uint64_t Z = R / 16; /* zones a region holds */
   tmk__pages_counters c;
-  tmk__pages_reset();
-  assert_int_equal(tmk__pages_pick_huge(), 1); /* nothing known: huge first */
-  tmk__pages_note(1, R, 40 * 131072);          /* 40 ns per 16 bytes (a stored zone) */
-  assert_int_equal(tmk__pages_pick_huge(), 0); /* then 4 KiB pages */
-  tmk__pages_note(0, R, 4 * 131072);
-  int huge = 0, at[2] = {-1, -1};
-  for (int i = 0; i < 128; i++) /* regions 2..129: 4 KiB pages, huge ones as trials */
-    if (tmk__pages_pick_huge()) {
-      if (huge < 2) at[huge] = i + 2;
-      huge++;
+  for (int far = 0; far < 2; far++) {
+    tmk__pages_reset();
+    assert_int_equal(tmk__pages_pick_huge(), 1); /* nothing known: huge first */
+    tmk__pages_note(1, R, (far ? 40 : 8) * Z);   /* 10 or 2 times what 4 KiB pages cost */
+    assert_int_equal(tmk__pages_pick_huge(), 0); /* then 4 KiB pages */
+    tmk__pages_note(0, R, 4 * Z);
+    int huge = 0, at[3] = {-1, -1, -1};
+    for (int i = 0; i < 1024; i++) /* regions 2..1025: 4 KiB pages, huge ones as trials */
+      if (tmk__pages_pick_huge()) {
+        if (huge < 3) at[huge] = i + 2;
+        huge++;
+      }
+    if (far) {
+      assert_int_equal(huge, 2);
+      assert_int_equal(at[0], 511);
+      assert_int_equal(at[1], 1023);
+    } else {
+      assert_int_equal(huge, 16);
+      assert_int_equal(at[0], 63);
+      assert_int_equal(at[1], 127);
+      assert_int_equal(at[2], 191);
     }
-  assert_int_equal(huge, 2);
-  assert_int_equal(at[0], 63);
-  assert_int_equal(at[1], 127);
+  }
   /* huge pages turn cheap (memory the host backs again): a quarter of each sample moves the
    * average, so a few trials bring it below the 4 KiB pages' */
   tmk__pages_stats(&c);
   assert_int_equal(c.ns_per_mib[0], 4 * 65536);
-  for (int i = 0; i < 8; i++) tmk__pages_note(1, R, 1 * 131072);
+  for (int i = 0; i < 8; i++) tmk__pages_note(1, R, 1 * Z);
   tmk__pages_stats(&c);
   assert_true(c.ns_per_mib[1] > c.ns_per_mib[0]); /* 40 * 0.75^8 + (1 - 0.75^8) = 4.9 > 4 */
-  tmk__pages_note(1, R, 1 * 131072);
+  tmk__pages_note(1, R, 1 * Z);
   tmk__pages_stats(&c);
   assert_true(c.ns_per_mib[1] < c.ns_per_mib[0]); /* 40 * 0.75^9 + (1 - 0.75^9) = 3.9 */
   assert_int_equal(c.samples[1], 10);
   assert_int_equal(c.samples[0], 1);
   assert_int_equal(c.huge_bytes, 10 * R);
-  huge = 0;
+  int huge = 0;
   for (int i = 0; i < 64; i++) huge += tmk__pages_pick_huge();
-  assert_int_equal(huge, 63); /* one 4 KiB trial in 64 */
+  assert_int_equal(huge, 63); /* one 4 KiB trial in 64: they cost about the same */
 
   /* A real mapping asks and, populating, notes what it cost: where the kernel populates in one
    * call (Linux 5.14+: counted in tmk__populate_stats), each region is a sample of its kind;
