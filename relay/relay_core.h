@@ -142,15 +142,16 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
 
 #define TMK__HUGE_PAGE ((size_t)2 << 20)
 /* `bytes` of zeroed memory (a multiple of 4096; with huge = 1 of TMK__HUGE_PAGE, at a
- * TMK__HUGE_PAGE boundary, on the kind of page tmk__pages_pick_huge says), with populate = 1
+ * TMK__HUGE_PAGE boundary, on the kind of page chosen below), with populate = 1
  * faulted in by the kernel in one call where it can (MAP_POPULATE, MADV_POPULATE_WRITE); NULL
  * when it has no memory. Free it with munmap. */
 void* tmk__map_pages(size_t bytes, int huge, int populate);
 /* The kind of page for fresh TMK__HUGE_PAGE-aligned memory (relay_slab.c; thread-safe):
  * tmk__pages_pick_huge says which kind the next region gets (1: huge, 0: 4 KiB), from the
  * running averages of what each kind has cost to populate, which tmk__pages_note feeds (the CPU
- * time that populating `bytes` of that kind took); tmk__map_pages with huge = 1 asks and, when it
- * populates, notes. tmk__pages_stats reads the averages (ns per MiB; [0] 4 KiB, [1] huge), their
+ * time that populating `bytes` of that kind took); tmk__map_pages with huge = 1 and populate = 1
+ * asks and notes, with populate = 0 takes the kind with the lower average (no trial: nothing
+ * would be learnt from it). tmk__pages_stats reads the averages (ns per MiB; [0] 4 KiB, [1] huge), their
  * sample counts and the bytes populated on huge pages; tmk__pages_reset forgets all (tests). */
 typedef struct tmk__pages_counters {
   uint64_t ns_per_mib[2];

@@ -106,17 +106,23 @@ void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns) {
 static _Atomic uint64_t kind_ns_per_mib[2], kind_samples[2]; /* [0] 4 KiB, [1] huge */
 static _Atomic uint64_t kind_regions, huge_populated;
 
-int tmk__pages_pick_huge(void) {
-  const uint64_t n = atomic_fetch_add_explicit(&kind_regions, 1, memory_order_relaxed);
+/* The kind for the next region: with timed = 1 one whose populating will be noted (it may be a
+ * trial), else the kind with the lower average (huge pages while only they are known). */
+static int pages_pick(int timed) {
+  const uint64_t n =
+      timed ? atomic_fetch_add_explicit(&kind_regions, 1, memory_order_relaxed) : 0;
   if (!atomic_load_explicit(&kind_samples[1], memory_order_relaxed)) return 1;
-  if (!atomic_load_explicit(&kind_samples[0], memory_order_relaxed)) return 0;
+  if (!atomic_load_explicit(&kind_samples[0], memory_order_relaxed)) return !timed;
   const uint64_t small_ns = atomic_load_explicit(&kind_ns_per_mib[0], memory_order_relaxed);
   const uint64_t huge_ns = atomic_load_explicit(&kind_ns_per_mib[1], memory_order_relaxed);
   const int huge = huge_ns <= small_ns;
+  if (!timed) return huge;
   const uint64_t best = huge ? huge_ns : small_ns, other = huge ? small_ns : huge_ns;
   const uint64_t every = other / 4 > best ? PAGES_EXPLORE_FAR : PAGES_EXPLORE;
   return n % every == every - 1 ? !huge : huge;
 }
+
+int tmk__pages_pick_huge(void) { return pages_pick(1); }
 
 void tmk__pages_note(int huge, size_t bytes, uint64_t cpu_ns) {
   if (!bytes) return;
@@ -162,7 +168,7 @@ void* tmk__map_pages(size_t bytes, int huge, int populate) {
   size_t head = (size_t)(a - (uintptr_t)m);
   if (head) munmap(m, head);
   munmap((uint8_t*)a + bytes, over - head - bytes);
-  const int kind = tmk__pages_pick_huge();
+  const int kind = pages_pick(populate); /* (memory populated later is not timed) */
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
   /* refused where THP is off: 4 KiB pages then; NOHUGEPAGE: where THP is on for every mapping */
   madvise((void*)a, bytes, kind ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);

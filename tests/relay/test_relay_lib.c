@@ -478,6 +478,17 @@ static void test_fresh_page_kind(void** state) {
       assert_int_equal(at[0], 63);
       assert_int_equal(at[1], 127);
       assert_int_equal(at[2], 191);
+      /* memory populated later (the sink's staging) gets the cheaper kind and is no trial: the
+       * next trial is still the 1087th region */
+      for (int i = 0; i < 5; i++) {
+        void* m = tmk__map_pages(R, 1, 0);
+        assert_non_null(m);
+        munmap(m, R);
+      }
+      for (int i = 1026; i < 1087; i++) assert_int_equal(tmk__pages_pick_huge(), 0);
+      assert_int_equal(tmk__pages_pick_huge(), 1);
+      tmk__pages_stats(&c);
+      assert_int_equal(c.samples[0] + c.samples[1], 2);
     }
   }
   /* huge pages turn cheap (memory the host backs again): a quarter of each sample moves the
