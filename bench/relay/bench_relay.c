@@ -11,7 +11,9 @@
  * (medians). "Warm": those relays are new, but the process's earlier relays have touched and
  * freed the memory they get, as a long-running relay's store reuses what it evicts; the first
  * phase's relay takes memory the process never touched, and on a VM whose host takes back the
- * guest's free memory (free page reporting) each first touch costs the host a fault too.
+ * guest's free memory (free page reporting) each first touch costs the host a fault too, unless
+ * the kernel still has free memory it has not reported (the relay then gets 4 KiB pages from
+ * it: docs/AGENT.md "Which pages"; the run prints how much fresh memory went on huge pages).
  * (Each of those relays is freed before the next is made, so the process's pool of freed memory
  * goes back to the kernel in between: docs/API.md "populated".)
  * zones_per_ingest_cpu_s_excl_page_population is the first phase's figure without the CPU time
