@@ -95,9 +95,10 @@ void tmk__populate_stats(uint64_t* bytes, uint64_t* cpu_ns) {
  * average per kind, in ns per MiB, and the next region gets the kind that averages less. Both
  * are tried first, huge pages first, and every PAGES_EXPLORE-th region gets the other kind, so
  * that a kind that has become the cheaper one is noticed, or every PAGES_EXPLORE_FAR-th while the
- * other kind averages more than four times as much: a trial of huge pages on our VM costs ~40 ns
- * a stored zone more for 2 MiB of zones, ~0.08 ns a zone on average at that rate (0.6 at the
- * other); where huge pages are the cheaper kind, by half, trials of 4 KiB pages cost ~0.03.
+ * other kind averages more than four times as much: on our VM a trial of huge pages costs ~5 ms
+ * more than 4 KiB pages would (~40 ns for each zone the 2 MiB hold), ~0.08 ns a stored zone on
+ * average at one region in 512 (0.6 at one in 64); where huge pages are the cheaper kind, by
+ * half, trials of 4 KiB pages cost ~0.03.
  * Where the kernel refuses MADV_HUGEPAGE (THP off) the "huge" regions are 4 KiB pages, and both
  * kinds average alike. Process-wide; relaxed atomics: a race loses a sample or repeats a trial,
  * nothing worse. */
