@@ -200,6 +200,7 @@ typedef struct batch {
   uint32_t nrs, last_rs;
   int by_arrival;
   char path[600];      /* spill file, "" while only in memory */
+  int lent;            /* a request that lent its staging pages failed: never reuse them */
   struct batch* next;
 } batch;
 
@@ -308,7 +309,7 @@ static void set_error(tmk__ch* ch, const char* fmt, const char* a, const char* b
  * pages ready); their memory is bounded by queue_max as well (docs/CLICKHOUSE.md). */
 static void recycle_locked(tmk__ch* ch, batch* b) {
   size_t held = batch_held(b);
-  if (ch->keep_bytes + held > ch->queue_max) {
+  if (ch->keep_bytes + held > ch->queue_max || b->lent) {
     pthread_mutex_unlock(&ch->mu); /* munmap takes a while: not under the loop's lock */
     batch_free(b);
     pthread_mutex_lock(&ch->mu);
@@ -335,9 +336,9 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
  * Requests (relay_clickhouse_http.c)
  * ------------------------------------------------------------------------------------------- */
 
-static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t blen, chbuf* resp,
-                     size_t rcap, char* err, size_t ecap) {
-  return tmk__ch_post(&ch->ep, ch->ep.params, sql, body, blen, resp, rcap, err, ecap);
+static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t blen, int lend,
+                     chbuf* resp, size_t rcap, char* err, size_t ecap) {
+  return tmk__ch_post(&ch->ep, ch->ep.params, sql, body, blen, lend, resp, rcap, err, ecap);
 }
 
 const tmk__ch_endpoint* tmk__ch_endpoint_of(const tmk__ch* ch) { return &ch->ep; }
@@ -468,14 +469,14 @@ static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
   char sql[1024];
   /* CREATE DATABASE goes to the "default" database: the URL's may not exist yet. */
   snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->ep.db);
-  if (tmk__ch_post(&ch->ep, "database=default", sql, NULL, 0, NULL, 0, err, ecap)) return -1;
+  if (tmk__ch_post(&ch->ep, "database=default", sql, NULL, 0, 0, NULL, 0, err, ecap)) return -1;
   for (int t = 0; t < T_COUNT; t++) {
     chbuf q = {0};
     put(&q, "CREATE TABLE IF NOT EXISTS ", 27);
     put(&q, k_table[t], strlen(k_table[t]));
     put(&q, " ", 1);
     put(&q, k_ddl[t], strlen(k_ddl[t]) + 1);
-    int rc = q.oom ? -1 : http_post(ch, (const char*)q.p, NULL, 0, NULL, 0, err, ecap);
+    int rc = q.oom ? -1 : http_post(ch, (const char*)q.p, NULL, 0, 0, NULL, 0, err, ecap);
     free(q.p);
     if (rc) return -1;
   }
@@ -486,12 +487,13 @@ static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
            "name = 'depth'",
            ch->ep.db);
   chbuf type = {0};
-  int rc = http_post(ch, sql, NULL, 0, &type, 256, err, ecap);
+  int rc = http_post(ch, sql, NULL, 0, 0, &type, 256, err, ecap);
   if (rc == 0 && type.len >= 6 && memcmp(type.p, "UInt16", 6) == 0)
-    rc = http_post(ch, "ALTER TABLE zones MODIFY COLUMN depth UInt8", NULL, 0, NULL, 0, err, ecap);
+    rc = http_post(ch, "ALTER TABLE zones MODIFY COLUMN depth UInt8", NULL, 0, 0, NULL, 0, err,
+                   ecap);
   free(type.p);
   /* the view that turns zone_runs into zones rows; databases of earlier relays get it here */
-  if (rc == 0) rc = http_post(ch, k_zone_view, NULL, 0, NULL, 0, err, ecap);
+  if (rc == 0) rc = http_post(ch, k_zone_view, NULL, 0, 0, NULL, 0, err, ecap);
   return rc ? -1 : 0;
 }
 
@@ -588,7 +590,13 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
     size_t len = b->seg[t].len;
     if (t == T_ZONE_RUNS) zone_order(b);
-    if (http_post(ch, sql, b->seg[t].p, len, NULL, 0, err, ecap)) return -1;
+    /* a staging buffer (mapped: its own pages) is lent to the kernel, not copied into the
+     * socket; after a failure its pages may still be on their way, so it is never reused */
+    const int lend = b->seg[t].mapped != 0;
+    if (http_post(ch, sql, b->seg[t].p, len, lend, NULL, 0, err, ecap)) {
+      if (lend) b->lent = 1;
+      return -1;
+    }
     b->done |= 1u << t;
     pthread_mutex_lock(&ch->mu);
     ch->st.rows_sent += b->rows[t];

@@ -42,9 +42,15 @@ typedef struct tmk__ch_endpoint {
 int tmk__ch_parse_url(const char* url, tmk__ch_endpoint* ep);
 /* POSTs `sql` (in the URL, after `params`) with `body` on a new connection. Returns 0 on HTTP
  * 200 (the answer's body, at most rcap bytes, appended to resp when given), or -1 with a
- * sentence in err (unreachable, timeout, non-200 with ClickHouse's message). */
+ * sentence in err (unreachable, timeout, non-200 with ClickHouse's message).
+ * lend = 1 (Linux; the body must be memory of the caller's own mapping, not the heap's): the
+ * body's pages are lent to the kernel instead of copied into the socket (vmsplice, then splice:
+ * the kernel's copy was half of the sink thread's CPU). They are back once the call returns 0
+ * (ClickHouse has read the whole body, so no socket buffer holds them); after -1 a socket the
+ * call gave up on may still hold some, and still send them, so the caller must never write to
+ * that memory again (unmap it) lest ClickHouse take changed bytes for the request. */
 int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql,
-                 const uint8_t* body, size_t blen, tmk__chbuf* resp, size_t rcap, char* err,
-                 size_t ecap);
+                 const uint8_t* body, size_t blen, int lend, tmk__chbuf* resp, size_t rcap,
+                 char* err, size_t ecap);
 
 #endif /* TMK_RELAY_CLICKHOUSE_HTTP_H */

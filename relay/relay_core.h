@@ -151,8 +151,9 @@ void* tmk__map_pages(size_t bytes, int huge, int populate);
  * running averages of what each kind has cost to populate, which tmk__pages_note feeds (the CPU
  * time that populating `bytes` of that kind took); tmk__map_pages with huge = 1 and populate = 1
  * asks and notes, with populate = 0 takes the kind with the lower average (no trial: nothing
- * would be learnt from it). tmk__pages_stats reads the averages (ns per MiB; [0] 4 KiB, [1] huge), their
- * sample counts and the bytes populated on huge pages; tmk__pages_reset forgets all (tests). */
+ * would be learnt from it). tmk__pages_stats reads the averages (ns per MiB; [0] 4 KiB, [1]
+ * huge), their sample counts and the bytes populated on huge pages; tmk__pages_reset forgets all
+ * (tests). */
 typedef struct tmk__pages_counters {
   uint64_t ns_per_mib[2];
   uint64_t samples[2];

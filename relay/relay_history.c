@@ -182,7 +182,7 @@ int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* u
            "%s&readonly=2&max_execution_time=30&output_format_json_quote_64bit_integers=0",
            tmk__ch_endpoint_of(ch)->params);
   chbuf resp = {0};
-  int rc = tmk__ch_post(tmk__ch_endpoint_of(ch), params, (const char*)q.p, NULL, 0, &resp,
+  int rc = tmk__ch_post(tmk__ch_endpoint_of(ch), params, (const char*)q.p, NULL, 0, 0, &resp,
                         HIST_MAX_ANSWER, err, ecap);
   free(q.p);
   if (rc) {

@@ -2,6 +2,7 @@
  * writer go over loopback UDP into a relay created with tmk_relay_create (127.0.0.1, port 0) and
  * come back through the query API and tmk_relay_get_stats (ingest -> reorder -> store); two
  * relays in one process keep their sessions, ports and HTTP servers apart. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "relay_clickhouse_http.h" /* tmk__ch_post against a stand-in server */
 #include "relay_internal.h" /* the receive queue's unit test */
 #include "tmk_proto.h"
 #include "tmk_relay.h"
@@ -447,6 +449,99 @@ static struct sockaddr_in addr_port(uint16_t port) {
 /* Freed 2 MiB regions go to the process's pool, up to its bound, and are taken from it before
  * fresh memory is mapped; beyond the bound they are unmapped (relay_slab.c). A queue with 2 MiB
  * blocks that fills and drains takes the blocks it gave back when it fills again. */
+/* A stand-in for ClickHouse's HTTP interface: one connection, whose request head it reads, then
+ * `take` bytes of the body (all of it when 0), checking them against body_byte; then it answers
+ * 200 (500 when it took less than the whole body) and closes. */
+typedef struct fake_ch {
+  int lfd;
+  size_t take;
+  size_t got;  /* body bytes read */
+  int bad;     /* a body byte that was not body_byte's */
+  size_t clen; /* the request's Content-Length */
+} fake_ch;
+
+static uint8_t body_byte(size_t i) { return (uint8_t)(i * 7 + (i >> 12)); }
+
+static void* fake_ch_main(void* arg) {
+  fake_ch* f = arg;
+  int fd = accept(f->lfd, NULL, NULL);
+  if (fd < 0) return NULL;
+  char head[4096];
+  size_t hn = 0;
+  uint8_t buf[65536];
+  for (;;) { /* the head, a byte at a time: simple, and it is short */
+    ssize_t k = recv(fd, head + hn, 1, 0);
+    if (k <= 0 || ++hn == sizeof head - 1) break;
+    if (hn >= 4 && memcmp(head + hn - 4, "\r\n\r\n", 4) == 0) break;
+  }
+  head[hn] = 0;
+  const char* cl = strstr(head, "Content-Length: ");
+  f->clen = cl ? (size_t)strtoull(cl + 16, NULL, 10) : 0;
+  const size_t want = f->take ? f->take : f->clen;
+  while (f->got < want) {
+    size_t ask = want - f->got < sizeof buf ? want - f->got : sizeof buf;
+    ssize_t k = recv(fd, buf, ask, 0);
+    if (k <= 0) break;
+    for (ssize_t i = 0; i < k; i++) f->bad |= buf[i] != body_byte(f->got + (size_t)i);
+    f->got += (size_t)k;
+  }
+  const char* ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  const char* no = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\nnope";
+  const char* a = f->got == f->clen ? ok : no;
+  (void)!send(fd, a, strlen(a), MSG_NOSIGNAL);
+  close(fd);
+  return NULL;
+}
+
+/* tmk__ch_post with the body's pages lent to the kernel (vmsplice + splice: the sink's staging)
+ * and copied (send): ClickHouse gets the same bytes either way, 8 MiB through a 1 MiB pipe; and
+ * a server that answers before it has read the body is an error, not a hang. */
+static void test_clickhouse_post_lent_body(void** state) {
+  (void)state;
+  const size_t n = (size_t)8 << 20;
+  uint8_t* body = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(body != MAP_FAILED);
+  for (size_t i = 0; i < n; i++) body[i] = body_byte(i);
+  for (int round = 0; round < 3; round++) { /* lent, copied, lent to a server that stops early */
+    fake_ch f;
+    memset(&f, 0, sizeof f);
+    f.take = round == 2 ? (size_t)1 << 20 : 0;
+    f.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = addr_port(0);
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(f.lfd, (struct sockaddr*)&a, sizeof a), 0);
+    assert_int_equal(listen(f.lfd, 1), 0);
+    assert_int_equal(getsockname(f.lfd, (struct sockaddr*)&a, &al), 0);
+    tmk__ch_endpoint ep;
+    memset(&ep, 0, sizeof ep);
+    snprintf(ep.host, sizeof ep.host, "127.0.0.1");
+    snprintf(ep.port, sizeof ep.port, "%u", (unsigned)ntohs(a.sin_port));
+    snprintf(ep.params, sizeof ep.params, "database=t");
+    ep.timeout_ms = 10000;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fake_ch_main, &f), 0);
+    tmk__chbuf resp = {0};
+    char err[256] = "";
+    int rc = tmk__ch_post(&ep, ep.params, "INSERT INTO x FORMAT RowBinary", body, n, round != 1,
+                          &resp, 64, err, sizeof err);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    assert_int_equal(f.clen, n);
+    assert_int_equal(f.bad, 0);
+    if (round < 2) {
+      assert_int_equal(rc, 0);
+      assert_int_equal(f.got, n);
+      assert_int_equal(resp.len, 2);
+      assert_memory_equal(resp.p, "ok", 2);
+    } else {
+      assert_int_equal(rc, -1);
+      assert_true(err[0] != 0);
+    }
+    free(resp.p);
+  }
+  munmap(body, n);
+}
+
 /* Fresh 2 MiB regions get the kind of page that has cost less to populate lately: huge pages
  * first, then 4 KiB ones, then the cheaper, with the other tried every 64th region (every 512th
  * while it costs more than four times as much); a kind that becomes the cheaper one takes over.
@@ -830,6 +925,7 @@ int main(void) {
       cmocka_unit_test(test_paused_session_kept),
       cmocka_unit_test(test_udp_queue_ring),
       cmocka_unit_test(test_fresh_page_kind),
+      cmocka_unit_test(test_clickhouse_post_lent_body),
       cmocka_unit_test(test_freed_memory_pool),
       cmocka_unit_test(test_udp_queue_threads),
       cmocka_unit_test(test_udp_queue_full_loop_behind),
