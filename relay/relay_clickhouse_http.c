@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -200,6 +202,14 @@ static int send_lent(int fd, const uint8_t* p, size_t n) {
 #if defined(__linux__) && defined(SPLICE_F_MOVE)
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return send_all(fd, p, n);
+  /* splice has no MSG_NOSIGNAL: a connection ClickHouse has closed would raise SIGPIPE, which
+   * kills a process that embeds the relay and does not ignore it. So SIGPIPE is blocked in this
+   * thread meanwhile, and one that this send raised is taken off before it is unblocked. */
+  sigset_t pipe_set, old_mask, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  const int was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
   /* 1 MiB: 256 pages a vmsplice (the usual most for a user's pipe); else the default 64 KiB */
   int cap = fcntl(pfd[1], F_SETPIPE_SZ, 1 << 20);
   if (cap <= 0) cap = fcntl(pfd[1], F_GETPIPE_SZ);
@@ -232,6 +242,12 @@ static int send_lent(int fd, const uint8_t* p, size_t n) {
   int e = errno;
   close(pfd[0]);
   close(pfd[1]);
+  if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+    const struct timespec now = {0, 0};
+    while (sigtimedwait(&pipe_set, NULL, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
   if (rc && !sent && (e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EPERM))
     return send_all(fd, p, n); /* nothing went out (the pipe's lent pages are dropped above) */
   errno = e;
