@@ -50,9 +50,9 @@ void tmk__name_thread(const char* name) {
 #endif
 }
 
-static void count_populate(size_t bytes, uint64_t t0) {
+static void count_populate(size_t bytes, uint64_t cpu_ns) {
   atomic_fetch_add_explicit(&populated_bytes, bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&populate_cpu_ns, tmk__own_cpu_ns() - t0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&populate_cpu_ns, cpu_ns, memory_order_relaxed);
 }
 
 /* Populates and counts, as tmk__populate: 1 with the CPU time it took in *ns, or 0 where the
@@ -63,8 +63,7 @@ static int populate_timed(void* p, size_t bytes, uint64_t* ns) {
   /* Linux 5.14+: one call; an older kernel refuses it */
   if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0) return 0;
   *ns = tmk__own_cpu_ns() - t0;
-  atomic_fetch_add_explicit(&populated_bytes, bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&populate_cpu_ns, *ns, memory_order_relaxed);
+  count_populate(bytes, *ns);
   return 1;
 #else
   (void)p;
@@ -159,7 +158,7 @@ void* tmk__map_pages(size_t bytes, int huge, int populate) {
     void* m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
     if (m == MAP_FAILED) return NULL;
-    if (populate && MAP_POPULATE != 0) count_populate(bytes, t0);
+    if (populate && MAP_POPULATE != 0) count_populate(bytes, tmk__own_cpu_ns() - t0);
     return m;
   }
   size_t over = bytes + TMK__HUGE_PAGE;

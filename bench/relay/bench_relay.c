@@ -360,22 +360,19 @@ static double saturated(packets* pk, const uint64_t* sids, double pps, int keyed
  * its memory back for the next (docs/API.md, "populated"). Returns the second burst's zones per
  * CPU second of the loop and the receive thread together; 0 on failure. */
 typedef struct later {
-  tmk_relay* relay;
-  pthread_t loop;
-  packets* pk;
-  const uint64_t *sids, *sids2;
-  double pps, cpu, rx, wall;
-  sess_stats t;
+  one_phase p;             /* the second burst's figures */
+  const uint64_t* sids2;   /* its session ids */
 } later;
 
 static void* drive_later(void* arg) {
-  later* o = arg;
+  later* l = arg;
+  one_phase* o = &l->p;
   double cpu, rx, wall;
   sess_stats t;
   run_phase(o->relay, o->loop, o->pk, o->sids, ROUNDS, o->pps, &cpu, &rx, &t, &wall);
   struct timespec idle = {0, 300000000}; /* past session_idle_ms: the sessions are not live */
   nanosleep(&idle, NULL);
-  run_phase(o->relay, o->loop, o->pk, o->sids2, ROUNDS, o->pps, &o->cpu, &o->rx, &o->t, &o->wall);
+  run_phase(o->relay, o->loop, o->pk, l->sids2, ROUNDS, o->pps, &o->cpu, &o->rx, &o->t, &o->wall);
   tmk_relay_stop(o->relay);
   return NULL;
 }
@@ -387,19 +384,20 @@ static double later_burst(packets* pk, const uint64_t* sids, const uint64_t* sid
   desc.session_memory = (size_t)1 << 30;
   desc.max_sessions = 2 * TARGETS * ROUNDS;
   desc.session_idle_ms = 200;
-  later o;
-  memset(&o, 0, sizeof o);
-  o.pk = pk, o.sids = sids, o.sids2 = sids2, o.pps = pps, o.loop = pthread_self();
-  if (!run_relay(&desc, drive_later, &o, &o.relay)) return 0;
+  later l;
+  memset(&l, 0, sizeof l);
+  one_phase* const o = &l.p;
+  o->pk = pk, o->sids = sids, l.sids2 = sids2, o->pps = pps, o->loop = pthread_self();
+  if (!run_relay(&desc, drive_later, &l, &o->relay)) return 0;
   tmk_relay_totals tot;
-  tmk_relay_get_stats(o.relay, &tot);
+  tmk_relay_get_stats(o->relay, &tot);
   printf("bench-relay: a later burst on a running relay: %llu zones stored, loop cpu %.2f s, "
          "receive thread cpu %.2f s; %.0f MiB of freed memory reused so far, %llu sessions "
          "refused\n",
-         (unsigned long long)o.t.zones, o.cpu, o.rx, (double)tot.pool_reused_bytes / 1048576.0,
+         (unsigned long long)o->t.zones, o->cpu, o->rx, (double)tot.pool_reused_bytes / 1048576.0,
          (unsigned long long)tot.rejected_sessions);
-  tmk_relay_destroy(o.relay);
-  return o.cpu + o.rx > 0 ? (double)o.t.zones / (o.cpu + o.rx) : 0.0;
+  tmk_relay_destroy(o->relay);
+  return o->cpu + o->rx > 0 ? (double)o->t.zones / (o->cpu + o->rx) : 0.0;
 }
 
 static int cmp_double(const void* a, const void* b) {
