@@ -14,6 +14,12 @@ clickhouse-server (Debian's, started here in a temporary directory on free ports
                              the same two ratios without the CPU time each relay spent faulting in
                              fresh memory ahead of use (GET /api/relay "populated"): on a VM whose
                              host takes back free memory, that time depends on what ran before
+  The load: each target sends packets of 40 zones from each of 4 threads (runs of 40 zones).
+  RESULT ..._long_runs       the five figures above again, on two fresh relays, for targets
+                             whose packets carry 200 zones of one thread: a busy agent thread's
+                             packets look like this (~400 zones in a 1200-byte UDP packet), and
+                             the relay spends less on such a zone without the sink (fewer packets
+                             and runs), so the sink's part is larger
   RESULT fanin_zones_per_s   8 relays, one target each, into the same ClickHouse
   RESULT clickhouse_cpu_ns_per_zone  ClickHouse's CPU (all threads) per zone in the one-relay run,
                              from the first packet until every zone is in (its INSERT work, what
@@ -38,8 +44,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "support"))
 from relayproc import RelayProcess  # noqa: E402
 
 BIN = os.path.join(os.environ.get("TMK_BUILD_DIR", os.path.join(HERE, "..", "..", "build")), "bin")
-ZONES_PER_PACKET = 40   # per thread
-THREADS = 4
+# The load's shape: zones per thread per packet and threads per target. The first is what the
+# figures without a suffix measure; "long runs" (RESULT ..._long_runs) is one busy thread whose
+# packets carry 200 of its zones each, as an agent's do (a 1200-byte UDP packet holds ~400).
+SHAPES = [("", 40, 4), ("_long_runs", 200, 1)]
 PROCS = []  # relays started, killed at the end whatever happened
 SENDERS = []  # --senders N: the relays' --clickhouse-senders (default: the relay's own)
 
@@ -85,10 +93,10 @@ class Relay(RelayProcess):
         super().stop(timeout=60)
 
 
-def synth(relay, packets, seed):
+def synth(relay, packets, seed, shape):
     return subprocess.Popen([os.path.join(BIN, "tmk-relay-synth"), "--to", f"127.0.0.1:{relay.port}",
-                             "--tcp", "--packets", str(packets), "--zones", str(ZONES_PER_PACKET),
-                             "--threads", str(THREADS), "--seed", str(seed),
+                             "--tcp", "--packets", str(packets), "--zones", str(shape[1]),
+                             "--threads", str(shape[2]), "--seed", str(seed),
                              "--session", "%016x" % (0xbe0c000000000000 + seed),
                              # read what the relay sent before closing: a close with unread
                              # bytes is a RST, which discards what the relay has not read yet
@@ -97,7 +105,7 @@ def synth(relay, packets, seed):
 
 
 def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_seed=1, timeout=600,
-        again=False):
+        again=False, shape=SHAPES[0]):
     """Feeds every relay flat out over TCP. Returns (zones the relays stored this run, seconds
     from the start until they had them and, with ch, until ClickHouse holds base + that many more
     zone rows, relay CPU seconds, minor page faults and CPU seconds spent populating fresh memory
@@ -109,8 +117,8 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_se
     pop0 = [r.populated() for r in relays] if again else [(0, 0)] * len(relays)
     t0 = time.time()
     # distinct session ids per phase: equal ids would collapse in ReplacingMergeTree (by design)
-    procs = [synth(r, per_target_packets, first_seed + i * 16 + k) for i, r in enumerate(relays)
-             for k in range(targets_per_relay)]
+    procs = [synth(r, per_target_packets, first_seed + i * 16 + k, shape)
+             for i, r in enumerate(relays) for k in range(targets_per_relay)]
     for p in procs:
         out = p.communicate(timeout=timeout)[0].decode(errors="replace")
         if p.returncode != 0:
@@ -148,6 +156,84 @@ def run(relays, per_target_packets, targets_per_relay, ch=None, base=0, first_se
             [tuple(x - y for x, y in zip(r.populated(), p)) for r, p in zip(relays, pop0)])
 
 
+def ratio(c, p, n, c0, p0, n0):
+    """Relay CPU per stored zone with the sink / without, each less p (p0) seconds populating."""
+    return ((c - p) / n) / ((c0 - p0) / n0) if c0 > p0 and n and n0 else float("nan")
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x == x)  # (x == x: not nan)
+    if not xs:
+        return float("nan")
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def overhead(ch, tmp, a, shape, seed0):
+    """One relay with the sink and one without it, side by side, on fresh relays: a first (cold)
+    burst each, then a.warm more (new session ids), alternating with and without: each relay's CPU
+    for a burst is a tenth of a second or two, so one pair swings with what else the machine did
+    in it; the warm figures are medians over the pairs. Prints the RESULT lines, names ending in
+    shape[0]."""
+    tag = shape[0]
+    # the same number of zones in each shape
+    packets = a.packets_per_target * SHAPES[0][1] * SHAPES[0][2] // (shape[1] * shape[2])
+    r = Relay(tmp, "with" + tag, ch.url())
+    r0 = Relay(tmp, "without" + tag)
+    base = ch.scalar("SELECT count() FROM zones") if tag else 0
+    ch_cpu0 = cpu_seconds(ch.proc.pid)
+    total, secs, cpu, flt, pop = run([r], packets, a.targets, ch, base, first_seed=seed0,
+                                     shape=shape)
+    ch_cpu = cpu_seconds(ch.proc.pid) - ch_cpu0
+    in_ch = ch.scalar("SELECT count() FROM zones") - base
+    sink = r.get("/api/relay", timeout=30)["clickhouse"]
+    print(f"{shape[1]} zones of {shape[2]} thread(s) a packet: "
+          f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
+          f"relay CPU {cpu[0]:.3f} s ({pop[0][0]:.3f} s populating {pop[0][1]:.0f} MB), "
+          f"{flt[0]} minor faults, "
+          f"sink errors {sink['errors']}, "
+          f"dropped {sink['rows_dropped']}, spilled {sink['spilled_total']}, "
+          f"ClickHouse CPU {ch_cpu:.2f} s, staging kept {sink.get('staging_kept_bytes', '?')}")
+    total0, secs0, cpu0, flt0, pop0 = run([r0], packets, a.targets, first_seed=seed0, shape=shape)
+    print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s ({pop0[0][0]:.3f} s "
+          f"populating {pop0[0][1]:.0f} MB), {flt0[0]} minor faults")
+    pairs = []
+    for k in range(a.warm):
+        base = ch.scalar("SELECT count() FROM zones")
+        wt, wsecs, wc, wf, wp = run([r], packets, a.targets, ch, base,
+                                    first_seed=seed0 + 2000 + 100 * k, again=True, shape=shape)
+        wt0, _, wc0, wf0, wp0 = run([r0], packets, a.targets,
+                                    first_seed=seed0 + 2000 + 100 * k, again=True, shape=shape)
+        sink = r.get("/api/relay", timeout=30)["clickhouse"]
+        print(f"warm pair {k + 1}: with sink {wt} zones in ClickHouse after {wsecs:.2f} s, "
+              f"relay CPU {wc[0]:.3f} s ({wp[0][0]:.3f} s populating {wp[0][1]:.0f} MB), "
+              f"{wf[0]} minor faults, sink errors {sink['errors']}, dropped "
+              f"{sink['rows_dropped']}, staging kept {sink.get('staging_kept_bytes', '?')}; "
+              f"without: {wt0} zones, relay CPU "
+              f"{wc0[0]:.3f} s ({wp0[0][0]:.3f} s populating {wp0[0][1]:.0f} MB), {wf0[0]} "
+              f"minor faults")
+        pairs.append((wc[0], wp[0][0], wt, wc0[0], wp0[0][0], wt0))
+    r.stop()
+    r0.stop()
+    print(f"RESULT sink_zones_per_s{tag}={in_ch / secs:.0f}")
+    # CPU per stored zone, with the sink / without (the two runs may store different counts
+    # when a target fails)
+    print(f"RESULT relay_cpu_overhead{tag}={(cpu[0] / total) / (cpu0[0] / total0):.2f}"
+          if cpu0[0] > 0 else f"RESULT relay_cpu_overhead{tag}=nan")
+    warm = [ratio(c, 0, n, c0, 0, n0) for c, p, n, c0, p0, n0 in pairs]
+    warm_x = [ratio(*x) for x in pairs]
+    print("warm pairs, relay CPU with / without: " + ", ".join(f"{x:.2f}" for x in warm) +
+          "; without page population: " + ", ".join(f"{x:.2f}" for x in warm_x))
+    print(f"RESULT relay_cpu_overhead_warm{tag}={median(warm):.2f}")
+    # the same two ratios without the CPU time spent populating fresh memory: on a VM whose
+    # host takes back free memory that time depends on what ran just before (docs/SCALE.md)
+    print(f"RESULT relay_cpu_overhead_excl_page_population{tag}="
+          f"{ratio(cpu[0], pop[0][0], total, cpu0[0], pop0[0][0], total0):.2f}")
+    print(f"RESULT relay_cpu_overhead_warm_excl_page_population{tag}={median(warm_x):.2f}")
+    if not tag:
+        print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(in_ch, 1):.0f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--packets-per-target", type=int, default=5000)
@@ -166,45 +252,11 @@ def main():
     ch = chserver.ClickHouse(os.path.join(tmp, "ch")).start()
     ch.query("CREATE DATABASE IF NOT EXISTS telemark", database="default")
     try:
-        # 1. one relay with the sink and one without it, side by side: a first (cold) burst each
-        r = Relay(tmp, "with", ch.url())
-        r0 = Relay(tmp, "without")
-        ch_cpu0 = cpu_seconds(ch.proc.pid)
-        total, secs, cpu, flt, pop = run([r], a.packets_per_target, a.targets, ch)
-        ch_cpu = cpu_seconds(ch.proc.pid) - ch_cpu0
-        in_ch = ch.scalar("SELECT count() FROM zones")
-        sink = r.get("/api/relay", timeout=30)["clickhouse"]
-        print(f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
-              f"relay CPU {cpu[0]:.3f} s ({pop[0][0]:.3f} s populating {pop[0][1]:.0f} MB), "
-              f"{flt[0]} minor faults, "
-              f"sink errors {sink['errors']}, "
-              f"dropped {sink['rows_dropped']}, spilled {sink['spilled_total']}, "
-              f"ClickHouse CPU {ch_cpu:.2f} s, staging kept {sink.get('staging_kept_bytes', '?')}")
-        total0, secs0, cpu0, flt0, pop0 = run([r0], a.packets_per_target, a.targets)
-        print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s ({pop0[0][0]:.3f} s "
-              f"populating {pop0[0][1]:.0f} MB), {flt0[0]} minor faults")
-        # 1b. then a.warm more bursts each (new session ids), alternating with and without: each
-        # relay's CPU for a burst is a tenth of a second or two, so one pair swings with what else
-        # the machine did in it; the warm figures are medians over the pairs
-        pairs = []
-        for k in range(a.warm):
-            base = ch.scalar("SELECT count() FROM zones")
-            wt, wsecs, wc, wf, wp = run([r], a.packets_per_target, a.targets, ch, base,
-                                        first_seed=2000 + 100 * k, again=True)
-            wt0, _, wc0, wf0, wp0 = run([r0], a.packets_per_target, a.targets,
-                                        first_seed=2000 + 100 * k, again=True)
-            sink = r.get("/api/relay", timeout=30)["clickhouse"]
-            print(f"warm pair {k + 1}: with sink {wt} zones in ClickHouse after {wsecs:.2f} s, "
-                  f"relay CPU {wc[0]:.3f} s ({wp[0][0]:.3f} s populating {wp[0][1]:.0f} MB), "
-                  f"{wf[0]} minor faults, sink errors {sink['errors']}, dropped "
-                  f"{sink['rows_dropped']}, staging kept {sink.get('staging_kept_bytes', '?')}; "
-                  f"without: {wt0} zones, relay CPU "
-                  f"{wc0[0]:.3f} s ({wp0[0][0]:.3f} s populating {wp0[0][1]:.0f} MB), {wf0[0]} "
-                  f"minor faults")
-            pairs.append((wc[0], wp[0][0], wt, wc0[0], wp0[0][0], wt0))
-        r.stop()
-        r0.stop()
-        # 3. fan-in: 8 relays, one target each, one ClickHouse
+        # 1. the sink's cost for each shape of load (distinct session ids throughout: equal ones
+        # would collapse in ReplacingMergeTree, by design)
+        for k, shape in enumerate(SHAPES):
+            overhead(ch, tmp, a, shape, 1 + 10000 * k)
+        # 2. fan-in: 8 relays, one target each, one ClickHouse
         before = ch.scalar("SELECT count() FROM zones")
         relays = [Relay(tmp, f"fan{i}", ch.url()) for i in range(8)]
         ftotal, fsecs, fcpu, _, _ = run(relays, a.packets_per_target, 1, ch, before, first_seed=1000)
@@ -213,31 +265,7 @@ def main():
         fin = ch.scalar("SELECT count() FROM zones") - before
         print(f"fan-in: 8 relays, {ftotal} zones, {fin} rows in ClickHouse after {fsecs:.2f} s, "
               f"relay CPU {sum(fcpu):.2f} s in all")
-        print(f"RESULT sink_zones_per_s={in_ch / secs:.0f}")
-        # CPU per stored zone, with the sink / without (the two runs may store different counts
-        # when a target fails)
-        print(f"RESULT relay_cpu_overhead={(cpu[0] / total) / (cpu0[0] / total0):.2f}" if cpu0[0] > 0 else
-              "RESULT relay_cpu_overhead=nan")
-        def ratio(c, p, n, c0, p0, n0):
-            return ((c - p) / n) / ((c0 - p0) / n0) if c0 > p0 and n and n0 else float("nan")
-        def median(xs):
-            xs = sorted(x for x in xs if x == x)  # (x == x: not nan)
-            if not xs:
-                return float("nan")
-            m = len(xs) // 2
-            return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
-        warm = [ratio(c, 0, n, c0, 0, n0) for c, p, n, c0, p0, n0 in pairs]
-        warm_x = [ratio(*x) for x in pairs]
-        print("warm pairs, relay CPU with / without: " + ", ".join(f"{x:.2f}" for x in warm) +
-              "; without page population: " + ", ".join(f"{x:.2f}" for x in warm_x))
-        print(f"RESULT relay_cpu_overhead_warm={median(warm):.2f}")
-        # the same two ratios without the CPU time spent populating fresh memory: on a VM whose
-        # host takes back free memory that time depends on what ran just before (docs/SCALE.md)
-        print(f"RESULT relay_cpu_overhead_excl_page_population="
-              f"{ratio(cpu[0], pop[0][0], total, cpu0[0], pop0[0][0], total0):.2f}")
-        print(f"RESULT relay_cpu_overhead_warm_excl_page_population={median(warm_x):.2f}")
         print(f"RESULT fanin_zones_per_s={fin / fsecs:.0f}")
-        print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(in_ch, 1):.0f}")
         try:
             ch.query("OPTIMIZE TABLE zones FINAL")
             b = ch.query("SELECT sum(bytes_on_disk) / sum(rows) FROM system.parts WHERE "

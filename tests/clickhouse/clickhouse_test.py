@@ -177,6 +177,9 @@ def case_ch_kill():
     try:
         relay = Relay(ch.url(), os.path.join(TMP, "data"))
         d = demo(relay, 5, "5000", "kill")
+        # and a target with long runs, for 4 s
+        t = synth(relay, 0x4c00000000000001, 4000, "--zones", "200", "--threads", "1",
+                  "--rate", "1000")
         wait_for(lambda: relay.sink()["rows_sent"] > 0, 10, "first rows sent")
         time.sleep(0.7)
         ch.kill()  # mid-stream: requests in flight are cut
@@ -185,6 +188,7 @@ def case_ch_kill():
         if not s["last_error"]:
             fail("last_error is empty while ClickHouse is down")
         eq(d.wait(30), 0, "demo exit")
+        eq(t.wait(30), 0, "synth exit")
         wait_for(lambda: all(not x["live"] for x in relay.get("/api/sessions")), 20, "BYE")
         want = relay_counts(relay)
         time.sleep(1.5)  # the final rows are staged and spilled
@@ -197,6 +201,8 @@ def case_ch_kill():
         if s["errors"] == 0:
             fail("errors counter stayed 0")
         eq(s["rows_dropped"], 0, "rows dropped")
+        for sid in want:
+            check_rows(ch, relay, sid)
         relay.stop()
         check_exact(ch, want, "ClickHouse killed mid-stream")
     finally:
@@ -240,14 +246,18 @@ def case_keep():
     """Sent batches' staging memory is kept for the next ones, within --clickhouse-memory: after
     each of two bursts (each several batches of zones, more than the bound lets wait in memory, so
     some also spill) staging_kept_bytes is above 0 and at most the bound, and every zone is in
-    ClickHouse exactly once."""
+    ClickHouse exactly once, equal to the relay's field by field."""
     ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
     try:
         relay = Relay(ch.url(), os.path.join(TMP, "data"), "--clickhouse-memory", "8M")
         want = {}
         for burst in range(2):
             sids = [0x4b0000 + burst * 16 + k for k in range(2)]
-            ts = [synth(relay, sid, 4000, "--seed", str(sid & 0xff)) for sid in sids]
+            # the second target sends long runs (200 zones of one thread a packet, as a busy
+            # agent thread does), the first one runs of 40 zones of 3 threads
+            ts = [synth(relay, sid, 4000, "--seed", str(sid & 0xff),
+                        *(["--zones", "200", "--threads", "1"] if k else []))
+                  for k, sid in enumerate(sids)]
             for t in ts:
                 eq(t.wait(60), 0, "synth exit")
             wait_for(lambda: all(not s["live"] for s in relay.get("/api/sessions")) or None,
@@ -272,6 +282,10 @@ def case_keep():
                 return k > 0 or None
             wait_for(some_kept, 10, f"burst {burst}: staging_kept_bytes above 0 (memory kept for reuse)")
             eq(ch_zones(ch), want, f"burst {burst}: zones per session (FINAL) vs the relay")
+            # the rows equal the relay's zones field by field (the staging buffers are reused:
+            # a run staged over an earlier batch's bytes must not keep any of them)
+            for sid in sids:
+                check_rows(ch, relay, sid)
         time.sleep(1.2)  # the last sessions row is written on the next second tick
         wait_for(lambda: drained(relay), 20, "sink drained")
         relay.stop()
