@@ -103,21 +103,25 @@ static inline void put(chbuf* b, const void* v, size_t n) { tmk__chbuf_put(b, v,
  * a time ahead of the writes (MADV_POPULATE_WRITE: Linux 5.14, glibc 2.35; on older kernels the
  * call fails and elsewhere it is not made: pages then fault in as they are written) instead of
  * one page fault per 4 KiB on the loop thread (docs/SCALE.md). With a memory bound of HUGE_STAGING
- * or more the buffer is on transparent huge pages (relay_slab.c) and the window is one of them;
- * below that its 2 MiB steps would be too coarse for the bound on kept memory. */
+ * or more the buffer is 2 MiB-aligned, for whichever kind of page has lately cost less
+ * (relay_slab.c); on huge pages the window is one of them, on 4 KiB pages POPULATE_STEP, so that
+ * a batch sealed part-way into a window has not populated up to 2 MiB it does not use (each
+ * batch of a backlog is fresh memory the first time). Below HUGE_STAGING the buffer is on 4 KiB
+ * pages: 2 MiB steps would be too coarse for the bound on kept memory. */
 #define POPULATE_STEP ((size_t)256 << 10)
 #define HUGE_STAGING ((uint64_t)64 << 20)
 
 static int buf_map(chbuf* b, size_t cap, int huge) {
   size_t page = huge ? TMK__HUGE_PAGE : 4096;
   cap = (cap + page - 1) & ~(page - 1);
-  void* m = tmk__map_pages(cap, huge, 0);
+  int got_huge = 0;
+  void* m = tmk__map_pages(cap, huge, 0, &got_huge);
   if (!m) return 0;
   b->p = m;
   b->cap = cap;
   b->len = 0;
   b->mapped = 1; /* nothing populated yet; 1 keeps it nonzero */
-  b->step = huge ? TMK__HUGE_PAGE : POPULATE_STEP;
+  b->step = got_huge ? TMK__HUGE_PAGE : POPULATE_STEP;
   return 1;
 }
 

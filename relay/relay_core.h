@@ -144,8 +144,9 @@ void tmk__reorder_tick(tmk__reorder* ro, uint64_t now_ms, int force, tmk__delive
 /* `bytes` of zeroed memory (a multiple of 4096; with huge = 1 of TMK__HUGE_PAGE, at a
  * TMK__HUGE_PAGE boundary, on the kind of page chosen below), with populate = 1
  * faulted in by the kernel in one call where it can (MAP_POPULATE, MADV_POPULATE_WRITE); NULL
- * when it has no memory. Free it with munmap. */
-void* tmk__map_pages(size_t bytes, int huge, int populate);
+ * when it has no memory. Free it with munmap. got_huge (may be NULL): 1 when the memory was
+ * meant for huge pages, 0 for 4 KiB pages. */
+void* tmk__map_pages(size_t bytes, int huge, int populate, int* got_huge);
 /* The kind of page for fresh TMK__HUGE_PAGE-aligned memory (relay_slab.c; thread-safe):
  * tmk__pages_pick_huge says which kind the next region gets (1: huge, 0: 4 KiB), from the
  * running averages of what each kind has cost to populate, which tmk__pages_note feeds (the CPU

@@ -152,7 +152,8 @@ void tmk__pages_reset(void) {
   atomic_store_explicit(&huge_populated, 0, memory_order_relaxed);
 }
 
-void* tmk__map_pages(size_t bytes, int huge, int populate) {
+void* tmk__map_pages(size_t bytes, int huge, int populate, int* got_huge) {
+  if (got_huge) *got_huge = 0;
   if (!huge) {
     const uint64_t t0 = populate ? tmk__own_cpu_ns() : 0;
     void* m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -169,6 +170,7 @@ void* tmk__map_pages(size_t bytes, int huge, int populate) {
   if (head) munmap(m, head);
   munmap((uint8_t*)a + bytes, over - head - bytes);
   const int kind = pages_pick(populate); /* (memory populated later is not timed) */
+  if (got_huge) *got_huge = kind;
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
   /* refused where THP is off: 4 KiB pages then; NOHUGEPAGE: where THP is on for every mapping */
   madvise((void*)a, bytes, kind ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
@@ -242,7 +244,7 @@ void* tmk__pool_take(void) {
     pool_reused += TMK__HUGE_PAGE;
   }
   pthread_mutex_unlock(&pool_mu);
-  return p ? (void*)p : tmk__map_pages(TMK__HUGE_PAGE, 1, 1);
+  return p ? (void*)p : tmk__map_pages(TMK__HUGE_PAGE, 1, 1, NULL);
 }
 
 void tmk__pool_give(void* region) {

@@ -67,7 +67,7 @@ static tmk__rxq_block* block_new(tmk__rxq* q) {
   if (!b) {
     if (atomic_load(&q->mapped) + q->block > q->cap) return NULL;
     /* faulted in by one call, not a page fault per 4 KiB on the receive thread */
-    b = q->block == TMK__HUGE_PAGE ? tmk__pool_take() : tmk__map_pages(q->block, 0, 1);
+    b = q->block == TMK__HUGE_PAGE ? tmk__pool_take() : tmk__map_pages(q->block, 0, 1, NULL);
     if (!b) return NULL;
     atomic_fetch_add(&q->mapped, q->block);
   }

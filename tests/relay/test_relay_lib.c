@@ -576,8 +576,10 @@ static void test_fresh_page_kind(void** state) {
       /* memory populated later (the sink's staging) gets the cheaper kind and is no trial: the
        * next trial is still the 1087th region */
       for (int i = 0; i < 5; i++) {
-        void* m = tmk__map_pages(R, 1, 0);
+        int got = -1;
+        void* m = tmk__map_pages(R, 1, 0, &got);
         assert_non_null(m);
+        assert_int_equal(got, 0); /* the cheaper kind: 4 KiB pages here */
         munmap(m, R);
       }
       for (int i = 1026; i < 1087; i++) assert_int_equal(tmk__pages_pick_huge(), 0);
@@ -611,7 +613,7 @@ static void test_fresh_page_kind(void** state) {
   tmk__populate_stats(&pop0, &ns);
   uint8_t* m[2];
   for (int i = 0; i < 2; i++) {
-    m[i] = tmk__map_pages(R, 1, 1);
+    m[i] = tmk__map_pages(R, 1, 1, NULL);
     assert_non_null(m[i]);
     assert_int_equal((uintptr_t)m[i] & (R - 1), 0);
     assert_int_equal(m[i][0] | m[i][R - 1], 0); /* zeroed */
