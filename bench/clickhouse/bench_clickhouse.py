@@ -2,9 +2,11 @@
 """bench_clickhouse.py — tmk-bench-clickhouse: the relay's history sink into one local
 clickhouse-server (Debian's, started here in a temporary directory on free ports).
   RESULT sink_zones_per_s    zones/s from the first packet until every zone is in ClickHouse
-                             (one relay, TCP targets sending flat out)
+                             (one relay, TCP targets sending flat out; median of the fresh pairs)
   RESULT relay_cpu_overhead  relay CPU seconds (all threads) with the sink / without it, same load,
-                             each relay's first burst (fresh relays: cold)
+                             each relay's first burst (fresh relays: cold); the median of --cold N
+                             pairs of fresh relays (default 3), the relay with the sink going
+                             first in the first pair, second in the next, and so on
   RESULT relay_cpu_overhead_warm  the same ratio for these relays' later bursts (new sessions of
                              the same size, each after the one before was fully stored and, with
                              the sink, in ClickHouse; --warm N of them, default 5, the two relays
@@ -28,7 +30,7 @@ Relay CPU is the sum over its threads of /proc/PID/task/*/schedstat (ns), read o
 holds every zone. Figures are measured in this one run on this machine; docs/SCALE.md says what
 they mean.
 Usage: tmk-bench-clickhouse [--packets-per-target N] [--targets N] [--senders N] [--warm N]
-                            [--keep DIR]"""
+                            [--cold N] [--keep DIR]"""
 import argparse
 import os
 import shutil
@@ -170,33 +172,63 @@ def median(xs):
 
 
 def overhead(ch, tmp, a, shape, seed0):
-    """One relay with the sink and one without it, side by side, on fresh relays: a first (cold)
-    burst each, then a.warm more (new session ids), alternating with and without: each relay's CPU
-    for a burst is a tenth of a second or two, so one pair swings with what else the machine did
-    in it; the warm figures are medians over the pairs. Prints the RESULT lines, names ending in
-    shape[0]."""
+    """Relays with the sink and without it, side by side. First a.cold pairs of fresh relays, a
+    burst each (cold), the one with the sink first in the first pair, second in the next, and so
+    on: a fresh relay's pages cost what the machine's free memory makes them cost, which changes
+    as the relays take it (docs/AGENT.md "Which pages"), and one pair's ratio swings with that.
+    Then the last pair's relays take a.warm more bursts each (new session ids), alternating with
+    and without: each relay's CPU for a burst is a tenth of a second or two, so one pair swings
+    with what else the machine did in it. The figures are medians over the pairs. Prints the
+    RESULT lines, names ending in shape[0]."""
     tag = shape[0]
     # the same number of zones in each shape
     packets = a.packets_per_target * SHAPES[0][1] * SHAPES[0][2] // (shape[1] * shape[2])
-    r = Relay(tmp, "with" + tag, ch.url())
-    r0 = Relay(tmp, "without" + tag)
-    base = ch.scalar("SELECT count() FROM zones") if tag else 0
-    ch_cpu0 = cpu_seconds(ch.proc.pid)
-    total, secs, cpu, flt, pop = run([r], packets, a.targets, ch, base, first_seed=seed0,
-                                     shape=shape)
-    ch_cpu = cpu_seconds(ch.proc.pid) - ch_cpu0
-    in_ch = ch.scalar("SELECT count() FROM zones") - base
-    sink = r.get("/api/relay", timeout=30)["clickhouse"]
-    print(f"{shape[1]} zones of {shape[2]} thread(s) a packet: "
-          f"with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
-          f"relay CPU {cpu[0]:.3f} s ({pop[0][0]:.3f} s populating {pop[0][1]:.0f} MB), "
-          f"{flt[0]} minor faults, "
-          f"sink errors {sink['errors']}, "
-          f"dropped {sink['rows_dropped']}, spilled {sink['spilled_total']}, "
-          f"ClickHouse CPU {ch_cpu:.2f} s, staging kept {sink.get('staging_kept_bytes', '?')}")
-    total0, secs0, cpu0, flt0, pop0 = run([r0], packets, a.targets, first_seed=seed0, shape=shape)
-    print(f"without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s ({pop0[0][0]:.3f} s "
-          f"populating {pop0[0][1]:.0f} MB), {flt0[0]} minor faults")
+    cold = []  # (cpu, populating, zones) with the sink, then the same without, per pair
+    rates = []
+    ch_cpu, ch_rows = 0.0, 0
+    for c in range(a.cold):
+        r = Relay(tmp, f"with{tag}-{c}", ch.url())
+        r0 = Relay(tmp, f"without{tag}-{c}")
+        seed = seed0 + 100 * c
+
+        def with_sink():
+            nonlocal ch_cpu, ch_rows
+            # (before the first rows the table does not exist yet)
+            base = ch.scalar("SELECT count() FROM zones") if (tag or c) else 0
+            c0 = cpu_seconds(ch.proc.pid)
+            total, secs, cpu, flt, pop = run([r], packets, a.targets, ch, base, first_seed=seed,
+                                             shape=shape)
+            in_ch = ch.scalar("SELECT count() FROM zones") - base
+            ch_cpu += cpu_seconds(ch.proc.pid) - c0
+            ch_rows += in_ch
+            rates.append(in_ch / secs)
+            sink = r.get("/api/relay", timeout=30)["clickhouse"]
+            print(f"  with sink: {total} zones, {in_ch} rows in ClickHouse after {secs:.2f} s, "
+                  f"relay CPU {cpu[0]:.3f} s ({pop[0][0]:.3f} s populating {pop[0][1]:.0f} MB), "
+                  f"{flt[0]} minor faults, sink errors {sink['errors']}, "
+                  f"dropped {sink['rows_dropped']}, spilled {sink['spilled_total']}, "
+                  f"staging kept {sink.get('staging_kept_bytes', '?')}")
+            return cpu[0], pop[0][0], total
+
+        def without_sink():
+            total0, _, cpu0, flt0, pop0 = run([r0], packets, a.targets, first_seed=seed,
+                                              shape=shape)
+            print(f"  without sink: {total0} zones stored, relay CPU {cpu0[0]:.3f} s "
+                  f"({pop0[0][0]:.3f} s populating {pop0[0][1]:.0f} MB), {flt0[0]} minor faults")
+            return cpu0[0], pop0[0][0], total0
+
+        print(f"{shape[1]} zones of {shape[2]} thread(s) a packet, fresh pair {c + 1}, the relay "
+              f"{'with' if c % 2 == 0 else 'without'} the sink first:")
+        if c % 2 == 0:
+            w = with_sink()
+            w0 = without_sink()
+        else:
+            w0 = without_sink()
+            w = with_sink()
+        cold.append(w + w0)
+        if c + 1 < a.cold:
+            r.stop()
+            r0.stop()
     pairs = []
     for k in range(a.warm):
         base = ch.scalar("SELECT count() FROM zones")
@@ -215,11 +247,14 @@ def overhead(ch, tmp, a, shape, seed0):
         pairs.append((wc[0], wp[0][0], wt, wc0[0], wp0[0][0], wt0))
     r.stop()
     r0.stop()
-    print(f"RESULT sink_zones_per_s{tag}={in_ch / secs:.0f}")
+    print(f"RESULT sink_zones_per_s{tag}={median(rates):.0f}")
     # CPU per stored zone, with the sink / without (the two runs may store different counts
     # when a target fails)
-    print(f"RESULT relay_cpu_overhead{tag}={(cpu[0] / total) / (cpu0[0] / total0):.2f}"
-          if cpu0[0] > 0 else f"RESULT relay_cpu_overhead{tag}=nan")
+    cold_r = [ratio(c, 0, n, c0, 0, n0) for c, p, n, c0, p0, n0 in cold]
+    cold_x = [ratio(*x) for x in cold]
+    print("fresh pairs, relay CPU with / without: " + ", ".join(f"{x:.2f}" for x in cold_r) +
+          "; without page population: " + ", ".join(f"{x:.2f}" for x in cold_x))
+    print(f"RESULT relay_cpu_overhead{tag}={median(cold_r):.2f}")
     warm = [ratio(c, 0, n, c0, 0, n0) for c, p, n, c0, p0, n0 in pairs]
     warm_x = [ratio(*x) for x in pairs]
     print("warm pairs, relay CPU with / without: " + ", ".join(f"{x:.2f}" for x in warm) +
@@ -227,11 +262,10 @@ def overhead(ch, tmp, a, shape, seed0):
     print(f"RESULT relay_cpu_overhead_warm{tag}={median(warm):.2f}")
     # the same two ratios without the CPU time spent populating fresh memory: on a VM whose
     # host takes back free memory that time depends on what ran just before (docs/SCALE.md)
-    print(f"RESULT relay_cpu_overhead_excl_page_population{tag}="
-          f"{ratio(cpu[0], pop[0][0], total, cpu0[0], pop0[0][0], total0):.2f}")
+    print(f"RESULT relay_cpu_overhead_excl_page_population{tag}={median(cold_x):.2f}")
     print(f"RESULT relay_cpu_overhead_warm_excl_page_population{tag}={median(warm_x):.2f}")
     if not tag:
-        print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(in_ch, 1):.0f}")
+        print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(ch_rows, 1):.0f}")
 
 
 def main():
@@ -240,6 +274,7 @@ def main():
     ap.add_argument("--targets", type=int, default=4)
     ap.add_argument("--keep", help="keep the temporary directory here")
     ap.add_argument("--senders", type=int, help="the relays' --clickhouse-senders")
+    ap.add_argument("--cold", type=int, default=3, help="pairs of fresh relays (default 3)")
     ap.add_argument("--warm", type=int, default=5, help="warm bursts per relay (default 5)")
     a = ap.parse_args()
     if a.senders is not None:
