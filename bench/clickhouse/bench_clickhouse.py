@@ -171,6 +171,16 @@ def median(xs):
     return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
 
 
+def pair_ratios(what, pairs):
+    """Prints each pair's ratio (pairs of (cpu, populating, zones) with the sink, then without),
+    as it is and without page population; returns the medians of both."""
+    plain = [ratio(c, 0, n, c0, 0, n0) for c, p, n, c0, p0, n0 in pairs]
+    excl = [ratio(*x) for x in pairs]
+    print(f"{what} pairs, relay CPU with / without: " + ", ".join(f"{x:.2f}" for x in plain) +
+          "; without page population: " + ", ".join(f"{x:.2f}" for x in excl))
+    return median(plain), median(excl)
+
+
 def overhead(ch, tmp, a, shape, seed0):
     """Relays with the sink and without it, side by side. First a.cold pairs of fresh relays, a
     burst each (cold), the one with the sink first in the first pair, second in the next, and so
@@ -249,21 +259,14 @@ def overhead(ch, tmp, a, shape, seed0):
     r0.stop()
     print(f"RESULT sink_zones_per_s{tag}={median(rates):.0f}")
     # CPU per stored zone, with the sink / without (the two runs may store different counts
-    # when a target fails)
-    cold_r = [ratio(c, 0, n, c0, 0, n0) for c, p, n, c0, p0, n0 in cold]
-    cold_x = [ratio(*x) for x in cold]
-    print("fresh pairs, relay CPU with / without: " + ", ".join(f"{x:.2f}" for x in cold_r) +
-          "; without page population: " + ", ".join(f"{x:.2f}" for x in cold_x))
-    print(f"RESULT relay_cpu_overhead{tag}={median(cold_r):.2f}")
-    warm = [ratio(c, 0, n, c0, 0, n0) for c, p, n, c0, p0, n0 in pairs]
-    warm_x = [ratio(*x) for x in pairs]
-    print("warm pairs, relay CPU with / without: " + ", ".join(f"{x:.2f}" for x in warm) +
-          "; without page population: " + ", ".join(f"{x:.2f}" for x in warm_x))
-    print(f"RESULT relay_cpu_overhead_warm{tag}={median(warm):.2f}")
-    # the same two ratios without the CPU time spent populating fresh memory: on a VM whose
-    # host takes back free memory that time depends on what ran just before (docs/SCALE.md)
-    print(f"RESULT relay_cpu_overhead_excl_page_population{tag}={median(cold_x):.2f}")
-    print(f"RESULT relay_cpu_overhead_warm_excl_page_population{tag}={median(warm_x):.2f}")
+    # when a target fails); also without the CPU time spent populating fresh memory: on a VM
+    # whose host takes back free memory that time depends on what ran just before (SCALE.md)
+    cold_r, cold_x = pair_ratios("fresh", cold)
+    warm_r, warm_x = pair_ratios("warm", pairs)
+    print(f"RESULT relay_cpu_overhead{tag}={cold_r:.2f}")
+    print(f"RESULT relay_cpu_overhead_warm{tag}={warm_r:.2f}")
+    print(f"RESULT relay_cpu_overhead_excl_page_population{tag}={cold_x:.2f}")
+    print(f"RESULT relay_cpu_overhead_warm_excl_page_population{tag}={warm_x:.2f}")
     if not tag:
         print(f"RESULT clickhouse_cpu_ns_per_zone={ch_cpu * 1e9 / max(ch_rows, 1):.0f}")
 
