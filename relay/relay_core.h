@@ -192,6 +192,57 @@ void* tmk__pool_take(void);
 void tmk__pool_give(void* region);
 void tmk__pool_stats(uint64_t* kept, uint64_t* reused);
 
+/* ---- relay_rxq.c --------------------------------------------------------------------------- */
+struct sockaddr;
+#define TMK__RXQ_MAX_DGRAM (64 * 1024) /* the longest datagram it takes: more than UDP carries */
+/* The queue between the UDP receive thread and the loop: records of (sender, datagram) in
+ * blocks mapped as the backlog grows and given back as the loop catches up, at most `cap` bytes
+ * of blocks; one writer, one reader; a datagram that does not fit is dropped and counted. The
+ * writer puts a batch of datagrams (a recvmmsg call's) and publishes them at once; what each
+ * side writes for every datagram sits on cache lines of its own, so that the two threads touch
+ * a shared line once a batch, not several times a datagram. relay_rxq.c; the thread is relay_udp_rx.c. */
+typedef struct tmk__rxq_block tmk__rxq_block;
+typedef struct tmk__rxq {
+  size_t cap, block;            /* bytes of blocks at most; bytes a block */
+  tmk__rxq_block* _Atomic spare; /* a finished block kept for the writer's next */
+  _Atomic uint64_t mapped;      /* bytes of blocks held now (spare included) */
+  char pad0_[64];
+  /* [writer] */
+  tmk__rxq_block* w;            /* the block it appends to */
+  size_t wfill;                 /* bytes put in w, published or not */
+  uint64_t put_bytes, put_n;    /* put since the start, published or not */
+  _Atomic uint64_t pushed;      /* bytes of records published, ever */
+  _Atomic uint64_t peak;        /* most bytes queued at once (seen when publishing) */
+  _Atomic uint64_t datagrams;   /* published, ever */
+  _Atomic uint64_t drops, drop_bytes; /* refused by a full queue */
+  char pad1_[64];
+  /* [reader] */
+  tmk__rxq_block* r;            /* the block it reads, at roff */
+  size_t roff, rfill;           /* rfill: r's fill as last read */
+  _Atomic uint64_t popped;      /* bytes of records popped, ever */
+  char pad2_[64];
+} tmk__rxq;
+/* cap: bytes, at least two blocks (a block is cap/8 between 256 KiB and 2 MiB, a 2 MiB one on a
+ * transparent huge page). 0 or TMK_E*. */
+int tmk__rxq_init(tmk__rxq* q, size_t cap);
+void tmk__rxq_free(tmk__rxq* q);
+/* [writer] Appends a datagram that the reader sees once published: 0, or -1 when the queue is
+ * full (counted at once). */
+int tmk__rxq_put(tmk__rxq* q, const void* p, size_t len, const struct sockaddr* from,
+                 uint32_t alen);
+/* [writer] Makes every datagram put so far visible to the reader. */
+void tmk__rxq_publish(tmk__rxq* q);
+/* [writer] tmk__rxq_put, then tmk__rxq_publish. */
+int tmk__rxq_push(tmk__rxq* q, const void* p, size_t len, const struct sockaddr* from,
+                  uint32_t alen);
+/* [reader] the oldest datagram (valid until tmk__rxq_pop), or NULL when empty. */
+const uint8_t* tmk__rxq_peek(tmk__rxq* q, size_t* len, const struct sockaddr** from);
+void tmk__rxq_pop(tmk__rxq* q);
+/* [reader] 1 when nothing published is left to pop. */
+int tmk__rxq_empty(tmk__rxq* q);
+/* [any thread] bytes of records published and not yet popped. */
+uint64_t tmk__rxq_bytes(tmk__rxq* q);
+
 #define TMK__SLAB_BYTES (2048u << 10)
 typedef char tmk__slab_is_a_region[TMK__SLAB_BYTES == TMK__HUGE_PAGE ? 1 : -1];
 /* A full zone chunk, header included, so that 128 fill a slab (each block is rounded up to 64

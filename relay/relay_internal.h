@@ -239,36 +239,6 @@ void tmk__ingest_tick(tmk_relay* r, uint64_t now_ms);
 void tmk__ingest_packet(tmk_relay* r, const uint8_t* p, size_t len, const struct sockaddr* src);
 
 /* ---- relay_udp_rx.c ----------------------------------------------------------------------- */
-/* The queue between the UDP receive thread and the loop: records of (sender, datagram) in
- * blocks mapped as the backlog grows and given back as the loop catches up, at most `cap` bytes
- * of blocks; one writer, one reader; a datagram that does not fit is dropped and counted.
- * Exposed for its unit test. */
-typedef struct tmk__rxq_block tmk__rxq_block;
-typedef struct tmk__rxq {
-  size_t cap, block;            /* bytes of blocks at most; bytes a block */
-  tmk__rxq_block* w;            /* [writer] the block it appends to */
-  tmk__rxq_block* r;            /* [reader] the block it reads, at roff */
-  size_t roff;
-  tmk__rxq_block* _Atomic spare; /* a finished block kept for the writer's next */
-  _Atomic uint64_t mapped;      /* bytes of blocks held now (spare included) */
-  _Atomic uint64_t queued;      /* bytes of records not yet popped */
-  _Atomic uint64_t peak;        /* most bytes queued at once */
-  _Atomic uint64_t datagrams;   /* queued, ever */
-  _Atomic uint64_t drops, drop_bytes; /* refused by a full queue */
-} tmk__rxq;
-/* cap: bytes, at least two blocks (a block is cap/8 between 256 KiB and 2 MiB, a 2 MiB one on a
- * transparent huge page). 0 or TMK_E*. */
-int tmk__rxq_init(tmk__rxq* q, size_t cap);
-void tmk__rxq_free(tmk__rxq* q);
-/* [writer] 0, or -1 when full (counted). */
-int tmk__rxq_push(tmk__rxq* q, const void* p, size_t len, const struct sockaddr* from,
-                  uint32_t alen);
-/* [reader] the oldest datagram (valid until tmk__rxq_pop), or NULL when empty. */
-const uint8_t* tmk__rxq_peek(tmk__rxq* q, size_t* len, const struct sockaddr** from);
-void tmk__rxq_pop(tmk__rxq* q);
-int tmk__rxq_empty(tmk__rxq* q);
-uint64_t tmk__rxq_bytes(tmk__rxq* q);
-
 typedef struct tmk__rxq_counters {
   uint64_t capacity, memory, bytes, peak, datagrams, drops, drop_bytes;
   uint64_t cpu_ns;              /* the receive thread's CPU time so far */

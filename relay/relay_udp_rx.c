@@ -14,19 +14,17 @@
 #include "relay_internal.h"
 
 #define RX_BATCH 32            /* datagrams per recvmmsg call */
-#define RX_DGRAM (64 * 1024)   /* receive buffer per datagram: more than UDP can carry */
+#define RX_DGRAM TMK__RXQ_MAX_DGRAM /* receive buffer per datagram */
+/* The receive buffers lie RX_DGRAM and 33 cache lines apart: 64 KiB apart, the datagrams of a
+ * batch would all start in the same cache sets, more of them than the caches have ways, and the
+ * copy into the queue would read them back from memory. */
+#define RX_STRIDE (RX_DGRAM + 33 * 64)
 #define RX_SLICE 32            /* datagrams the loop decodes before it turns to its other work */
 /* After a wake-up that found at least RX_BUSY datagrams the thread naps RX_NAP_US before it
  * polls again, so that a busy stream is read a batch at a time instead of a wake-up (a poll, a
  * sleep, a task switch) every few datagrams; at 200 MB/s the socket gathers 20 KB meanwhile. */
 #define RX_BUSY 4
 #define RX_NAP_US 100
-
-/* A queued datagram: this header, then len bytes, padded to 8. */
-typedef struct rx_hdr {
-  uint32_t len;
-  struct sockaddr_storage from;
-} rx_hdr;
 
 struct tmk__udp_rx {
   tmk_relay* relay;
@@ -48,125 +46,6 @@ struct tmk__udp_rx {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * The queue: one writer (the receive thread), one reader (the loop). Records never span blocks;
- * the writer links a new block when one is full, the reader gives a finished block back as the
- * spare (or, when there is one, unmaps it; a 2 MiB block goes to the process's pool of populated
- * regions instead, relay_slab.c, which the writer takes from first), so the memory the queue
- * holds follows the backlog.
- * ------------------------------------------------------------------------------------------- */
-struct tmk__rxq_block {
-  _Atomic size_t fill;                     /* bytes of records published by the writer */
-  struct tmk__rxq_block* _Atomic next;     /* set once the writer has moved on */
-};
-#define BLOCK_DATA(b) ((uint8_t*)(b) + sizeof(tmk__rxq_block))
-
-static size_t rec_size(size_t len) { return (sizeof(rx_hdr) + len + 7) & ~(size_t)7; }
-
-static tmk__rxq_block* block_new(tmk__rxq* q) {
-  tmk__rxq_block* b = atomic_exchange(&q->spare, NULL);
-  if (!b) {
-    if (atomic_load(&q->mapped) + q->block > q->cap) return NULL;
-    /* faulted in by one call, not a page fault per 4 KiB on the receive thread */
-    b = q->block == TMK__HUGE_PAGE ? tmk__pool_take() : tmk__map_pages(q->block, 0, 1, NULL);
-    if (!b) return NULL;
-    atomic_fetch_add(&q->mapped, q->block);
-  }
-  atomic_store_explicit(&b->fill, 0, memory_order_relaxed);
-  atomic_store_explicit(&b->next, NULL, memory_order_relaxed);
-  return b;
-}
-
-static void block_unmap(tmk__rxq* q, tmk__rxq_block* b) {
-  if (!b) return;
-  if (q->block == TMK__HUGE_PAGE) tmk__pool_give(b);
-  else munmap(b, q->block);
-  atomic_fetch_sub(&q->mapped, q->block);
-}
-
-int tmk__rxq_init(tmk__rxq* q, size_t cap) {
-  memset(q, 0, sizeof *q);
-  /* an eighth of the bound, between 256 KiB (room for three 64 KiB datagrams at least) and one
-   * huge page (2 MiB, from a bound of 16 MiB) */
-  size_t block = cap / 8 < ((size_t)256 << 10) ? (size_t)256 << 10
-               : cap / 8 > TMK__HUGE_PAGE      ? TMK__HUGE_PAGE : cap / 8 & ~(size_t)4095;
-  if (cap < 2 * block) return TMK_EINVAL;
-  q->cap = cap;
-  q->block = block;
-  q->w = q->r = block_new(q);
-  return q->w ? 0 : TMK_ENOMEM;
-}
-
-void tmk__rxq_free(tmk__rxq* q) {
-  tmk__rxq_block* b = q->r;
-  while (b) {
-    tmk__rxq_block* next = atomic_load(&b->next);
-    block_unmap(q, b);
-    b = next;
-  }
-  block_unmap(q, atomic_exchange(&q->spare, NULL));
-  q->r = q->w = NULL;
-}
-
-int tmk__rxq_push(tmk__rxq* q, const void* p, size_t len, const struct sockaddr* from,
-                  uint32_t alen) {
-  const size_t need = rec_size(len);
-  tmk__rxq_block* b = q->w;
-  size_t f = atomic_load_explicit(&b->fill, memory_order_relaxed);
-  if (len > RX_DGRAM || alen > sizeof(struct sockaddr_storage)) goto drop;
-  if (f + need > q->block - sizeof *b) {
-    tmk__rxq_block* nb = block_new(q);
-    if (!nb) goto drop;
-    atomic_store_explicit(&b->next, nb, memory_order_release);
-    q->w = b = nb;
-    f = 0;
-  }
-  rx_hdr* h = (rx_hdr*)(void*)(BLOCK_DATA(b) + f);
-  h->len = (uint32_t)len;
-  memcpy(&h->from, from, alen);
-  memcpy(h + 1, p, len);
-  const uint64_t queued = atomic_fetch_add(&q->queued, need) + need;
-  if (queued > atomic_load_explicit(&q->peak, memory_order_relaxed))
-    atomic_store_explicit(&q->peak, queued, memory_order_relaxed);
-  atomic_fetch_add_explicit(&q->datagrams, 1, memory_order_relaxed);
-  atomic_store_explicit(&b->fill, f + need, memory_order_release);
-  return 0;
-drop:
-  atomic_fetch_add_explicit(&q->drops, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&q->drop_bytes, len, memory_order_relaxed);
-  return -1;
-}
-
-const uint8_t* tmk__rxq_peek(tmk__rxq* q, size_t* len, const struct sockaddr** from) {
-  for (;;) {
-    tmk__rxq_block* b = q->r;
-    if (q->roff < atomic_load_explicit(&b->fill, memory_order_acquire)) {
-      const rx_hdr* h = (const rx_hdr*)(const void*)(BLOCK_DATA(b) + q->roff);
-      *len = h->len;
-      *from = (const struct sockaddr*)&h->from;
-      return (const uint8_t*)(h + 1);
-    }
-    tmk__rxq_block* next = atomic_load_explicit(&b->next, memory_order_acquire);
-    if (!next) return NULL;
-    /* the writer moved on after its last record in b: fill is final now */
-    if (q->roff < atomic_load_explicit(&b->fill, memory_order_acquire)) continue;
-    q->r = next;
-    q->roff = 0;
-    block_unmap(q, atomic_exchange(&q->spare, b));
-  }
-}
-
-void tmk__rxq_pop(tmk__rxq* q) {
-  const rx_hdr* h = (const rx_hdr*)(const void*)(BLOCK_DATA(q->r) + q->roff);
-  const size_t need = rec_size(h->len);
-  q->roff += need;
-  atomic_fetch_sub(&q->queued, need);
-}
-
-int tmk__rxq_empty(tmk__rxq* q) { return atomic_load(&q->queued) == 0; }
-
-uint64_t tmk__rxq_bytes(tmk__rxq* q) { return atomic_load(&q->queued); }
-
-/* ---------------------------------------------------------------------------------------------
  * The thread
  * ------------------------------------------------------------------------------------------- */
 /* Reads what the socket holds, up to RX_BATCH datagrams a call. Returns how many it queued or
@@ -180,7 +59,7 @@ static int read_socket(tmk__udp_rx* rx) {
   for (;;) {
     memset(m, 0, sizeof m);
     for (int i = 0; i < RX_BATCH; i++) {
-      iov[i].iov_base = rx->batch + (size_t)i * RX_DGRAM;
+      iov[i].iov_base = rx->batch + (size_t)i * RX_STRIDE;
       iov[i].iov_len = RX_DGRAM;
       m[i].msg_hdr.msg_iov = &iov[i];
       m[i].msg_hdr.msg_iovlen = 1;
@@ -195,9 +74,10 @@ static int read_socket(tmk__udp_rx* rx) {
         atomic_fetch_add(&rx->relay->garbage, 1);
         continue;
       }
-      tmk__rxq_push(&rx->q, iov[i].iov_base, m[i].msg_len,
-                    (const struct sockaddr*)&from[i], m[i].msg_hdr.msg_namelen);
+      tmk__rxq_put(&rx->q, iov[i].iov_base, m[i].msg_len, (const struct sockaddr*)&from[i],
+                   m[i].msg_hdr.msg_namelen);
     }
+    tmk__rxq_publish(&rx->q); /* the batch at once: one touch of the reader's lines */
     total += n;
     if (n < RX_BATCH) return total;
   }
@@ -272,7 +152,7 @@ tmk__udp_rx* tmk__udp_rx_start(tmk_relay* r, int fd, size_t queue_bytes) {
   rx->relay = r;
   rx->fd = fd;
   rx->wake[0] = rx->wake[1] = -1;
-  rx->batch = malloc((size_t)RX_BATCH * RX_DGRAM);
+  rx->batch = malloc((size_t)RX_BATCH * RX_STRIDE);
   if (!rx->batch || tmk__rxq_init(&rx->q, queue_bytes) != 0 || pipe(rx->wake) != 0 ||
       uv_async_init(r->loop, &rx->async, rx_ready) != 0) {
     tmk__udp_rx_stop(rx);
