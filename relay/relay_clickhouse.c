@@ -95,7 +95,7 @@ static const char k_zone_view[] =
  * ============================================================================================= */
 typedef tmk__chbuf chbuf;
 
-static int buf_room(chbuf* b, size_t n) { return tmk__chbuf_room(b, n); }
+static inline int buf_room(chbuf* b, size_t n) { return tmk__chbuf_room(b, n); }
 static void buf_free(chbuf* b) { tmk__chbuf_free(b); }
 static inline void put(chbuf* b, const void* v, size_t n) { tmk__chbuf_put(b, v, n); }
 
@@ -197,10 +197,13 @@ typedef struct batch {
   uint64_t total_rows;
   size_t bytes;
   size_t held;         /* memory it holds while kept for reuse (keep_bytes) */
-  /* [loop, then sink] the sessions of its zone runs in the order they first came: while staged
-   * from the taps (`by_arrival`), a run's rank byte holds its session's index here (255 beyond
-   * 255 sessions), turned into the rank when sent (zone_order) */
+  /* [loop, then sink] the sessions of its zone runs: first those of the batch before, in id
+   * order (a guess that its sessions go on, which makes the indexes ranks already), then any
+   * other in the order they first came. While staged from the taps (`by_arrival`), a run's rank
+   * byte holds its session's index here (255 beyond 255 sessions), turned into the rank when
+   * sent (zone_order); seen[k]: a run of session k was staged */
   uint64_t rsid[255];
+  uint8_t seen[255];
   uint32_t nrs, last_rs;
   int by_arrival;
   char path[600];      /* spill file, "" while only in memory */
@@ -271,6 +274,8 @@ struct tmk__ch {
   uint32_t batch_bytes, batch_ms;
   /* [loop] staging */
   batch* stage;
+  uint64_t seed[255]; /* the sessions of the last batch sealed with zone runs, in id order */
+  uint32_t nseed;
   uint64_t spill_seq;
   uint64_t last_rows_ms;
   /* shared, under mu */
@@ -842,6 +847,12 @@ static batch* stage(tmk__ch* ch) {
     ch->stage = b ? b : calloc(1, sizeof *ch->stage);
     if (!ch->stage) return NULL;
     ch->stage->first_ms = tmk__now_ms();
+    /* the sessions of the batch before, in id order: while the same sessions go on, the rank
+     * bytes the taps write are the ranks, and the sender need not rewrite them (zone_order) */
+    memcpy(ch->stage->rsid, ch->seed, ch->nseed * sizeof ch->seed[0]);
+    memset(ch->stage->seen, 0, sizeof ch->stage->seen);
+    ch->stage->nrs = ch->nseed;
+    ch->stage->last_rs = 0;
     /* room for a full batch of zone runs up front: no reallocs (untouched pages cost nothing) */
     if (!ch->stage->seg[T_ZONE_RUNS].cap)
       buf_map(&ch->stage->seg[T_ZONE_RUNS], ch->batch_bytes + 65536,
@@ -850,9 +861,20 @@ static batch* stage(tmk__ch* ch) {
   return ch->stage;
 }
 
+/* [loop] The sessions that had zone runs in b, in id order, for the next batch (stage). */
+static void note_sessions(tmk__ch* ch, const batch* b) {
+  if (!b->by_arrival) return;
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < b->nrs; k++)
+    if (b->seen[k]) ch->seed[n++] = b->rsid[k];
+  qsort(ch->seed, n, sizeof ch->seed[0], u64_cmp);
+  ch->nseed = n;
+}
+
 static void seal(tmk__ch* ch) {
   batch* b = ch->stage;
   if (!b) return;
+  note_sessions(ch, b);
   ch->stage = NULL;
   b->bytes = batch_bytes(b);
   int oom = 0;
@@ -886,6 +908,7 @@ static void seal(tmk__ch* ch) {
 static void seal_zones(tmk__ch* ch) {
   batch* b = ch->stage;
   if (!b) return;
+  note_sessions(ch, b); /* before the next batch is staged, which starts from them */
   uint64_t first = b->first_ms;
   if (tmk__now_ms() - first >= ch->batch_ms) {
     seal(ch);
@@ -929,11 +952,18 @@ static inline void after_row(tmk__ch* ch, batch* b, int table) {
  * 255 others came first (such runs are sent with rank 255: not sorted, still right). */
 static inline uint8_t arrival_index(batch* b, uint64_t sid) {
   b->by_arrival = 1;
-  if (b->nrs && b->rsid[b->last_rs] == sid) return (uint8_t)b->last_rs; /* runs come in streaks */
+  if (b->nrs && b->rsid[b->last_rs] == sid) { /* runs come in streaks */
+    b->seen[b->last_rs] = 1;
+    return (uint8_t)b->last_rs;
+  }
   for (uint32_t k = 0; k < b->nrs; k++)
-    if (b->rsid[k] == sid) return (uint8_t)(b->last_rs = k);
+    if (b->rsid[k] == sid) {
+      b->seen[k] = 1;
+      return (uint8_t)(b->last_rs = k);
+    }
   if (b->nrs == 255) return 255;
   b->rsid[b->nrs] = sid;
+  b->seen[b->nrs] = 1;
   return (uint8_t)(b->last_rs = b->nrs++);
 }
 

@@ -33,7 +33,7 @@ void tmk__chbuf_free(tmk__chbuf* b) {
   memset(b, 0, sizeof *b);
 }
 
-int tmk__chbuf_room(tmk__chbuf* b, size_t n) {
+int tmk__chbuf_grow(tmk__chbuf* b, size_t n) {
   if (b->len + n <= b->cap) return 1;
   if (b->oom) return 0;
   size_t ncap = b->cap ? b->cap * 2 : 65536;

@@ -18,8 +18,13 @@ typedef struct tmk__chbuf {
   size_t step;   /* when mapped: bytes populated at a time (a power of two) */
 } tmk__chbuf;
 
-/* Makes room for n more bytes. Returns 1, or 0 with oom set when memory runs out. */
-int tmk__chbuf_room(tmk__chbuf* b, size_t n);
+/* Grows the buffer to take n more bytes. Returns 1, or 0 with oom set when memory runs out. */
+int tmk__chbuf_grow(tmk__chbuf* b, size_t n);
+/* Makes room for n more bytes (inline while there is: the taps call it for every row). Returns
+ * 1, or 0 with oom set when memory runs out. */
+static inline int tmk__chbuf_room(tmk__chbuf* b, size_t n) {
+  return b->len + n <= b->cap ? 1 : tmk__chbuf_grow(b, n);
+}
 /* Frees the bytes and zeroes the buffer. */
 void tmk__chbuf_free(tmk__chbuf* b);
 /* Appends n bytes (nothing once oom is set). */

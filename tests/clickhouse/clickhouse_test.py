@@ -16,14 +16,21 @@ test in a temporary directory on free ports (chserver.py). Cases:
   upgrade    a database and a spill directory left by an earlier relay: its tables get the
              zone_runs view and keep working, a TMKCH001 spill file is sent, a file of an unknown
              format is renamed .bad with a logged error
+  ranks      (no clickhouse-server: a stand-in that keeps every request) sessions streaming at
+             once, in an order other than their ids', and one more joining midway with an id
+             between theirs: in every INSERT of zone_runs each session has one rank byte, and
+             the ranks follow the session ids (the order k_zone_view's ORDER BY relies on);
+             every zone the relay stored was sent once
 Usage: clickhouse_test.py CASE --bin DIR --tmp DIR [--relay telemark-relay-asan]"""
 import argparse
+import http.server
 import os
 import shutil
 import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -484,7 +491,97 @@ def case_upgrade():
         ch.stop()
 
 
-CASES = {"counts": case_counts, "keep": case_keep, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
+class FakeClickHouse(http.server.ThreadingHTTPServer):
+    """Answers every request 200 with an empty body (so: no tables to alter) and keeps the body
+    of each INSERT INTO zone_runs."""
+    daemon_threads = True
+
+    def __init__(self):
+        self.runs = []
+        self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(h):
+                body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
+                if "INSERT%20INTO%20zone_runs" in h.path or "INSERT+INTO+zone_runs" in h.path:
+                    with self.lock:
+                        self.runs.append(body)
+                h.send_response(200)
+                h.send_header("Content-Length", "0")
+                h.end_headers()
+
+            def log_message(h, *a):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}/?database=telemark"
+
+
+def zone_runs_rows(body):
+    """(session, rank, zones) of each zone_runs row of a RowBinary body (docs/CLICKHOUSE.md)."""
+    out, i = [], 0
+    while i < len(body):
+        _day, sid, rank, _thread, _n0, _base = struct.unpack_from("<HQBIQQ", body, i)
+        i += 31
+        count, shift = 0, 0
+        while True:
+            b = body[i]
+            i += 1
+            count |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        i += count * 16
+        out.append((sid, rank, count))
+    if i != len(body):
+        fail(f"a zone_runs body of {len(body)} bytes does not end on a row ({i})")
+    return out
+
+
+def case_ranks():
+    fake = FakeClickHouse()
+    try:
+        relay = Relay(fake.url(), os.path.join(TMP, "data"))
+        # three sessions at once, started in an order other than their ids', then a fourth with
+        # an id between theirs; paced, so that batches are sealed by time with all of them in
+        first = [synth(relay, sid, 300, "--rate", "150") for sid in (0x7000, 0x3000, 0x9000)]
+        time.sleep(0.8)
+        late = synth(relay, 0x5000, 150, "--rate", "150")
+        for p in first + [late]:
+            eq(p.wait(30), 0, "synth exit")
+        want = wait_for(lambda: (lambda c: c if len(c) == 4 and all(
+            not s["live"] for s in relay.get("/api/sessions")) else None)(relay_counts(relay)),
+            20, "four sessions ended")
+        wait_for(lambda: drained(relay), 20, "sink drained")
+        with fake.lock:
+            bodies = list(fake.runs)
+        sent, mixed = {}, 0
+        for body in bodies:
+            rows = zone_runs_rows(body)
+            rank_of = {}
+            for sid, rank, count in rows:
+                if rank_of.setdefault(sid, rank) != rank:
+                    fail(f"session {sid:#x} has ranks {rank_of[sid]} and {rank} in one INSERT")
+                sent[sid] = sent.get(sid, 0) + count
+            by_id = [rank_of[sid] for sid in sorted(rank_of)]
+            if by_id != sorted(set(by_id)):
+                fail(f"ranks do not follow the session ids in one INSERT: "
+                     f"{ {f'{k:#x}': v for k, v in sorted(rank_of.items())} }")
+            mixed += len(rank_of) > 1
+        eq(sent, want, "zones sent per session vs the relay's own")
+        if mixed < 2:
+            fail(f"only {mixed} INSERTs held more than one session: the case did not test ranks")
+        print(f"ranks: {len(bodies)} INSERTs of zone_runs, {mixed} with several sessions")
+        relay.stop()
+    finally:
+        fake.shutdown()
+        fake.server_close()
+
+
+CASES = {"counts": case_counts, "ranks": case_ranks, "keep": case_keep, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
          "history": case_history, "timers": case_timers, "stall": case_stall,
          "upgrade": case_upgrade}
 
@@ -500,7 +597,7 @@ def main():
     BIN = a.bin
     RELAY_BIN = a.relay
     TMP = os.path.abspath(a.tmp)
-    if not os.path.exists(chserver.SERVER):
+    if a.case != "ranks" and not os.path.exists(chserver.SERVER):
         print("SKIP: clickhouse-server is not installed (scripts/deps.sh)")
         return 77
     if os.path.isdir(TMP):
