@@ -1032,6 +1032,9 @@ static uint64_t frame_dur(tmk__ch_sess* cs, uint32_t thread, uint32_t site, uint
   return 0; /* more frame sequences than slots: no duration */
 }
 
+/* [loop] A frames, plots or messages row: its size known up front, one room check, then the
+ * fields written through a local pointer (a put per field reloaded the buffer's fields from
+ * memory after every store into it). */
 static void tap_event(void* ud, const tmk_relay_event* e) {
   tmk__ch_sess* cs = ud;
   tmk__ch* ch = cs->ch;
@@ -1043,21 +1046,37 @@ static void tap_event(void* ud, const tmk_relay_event* e) {
   batch* b = row(ch, t);
   if (!b) return;
   chbuf* o = &b->seg[t];
-  uint64_t n = t == T_FRAMES ? cs->frames++ : t == T_PLOTS ? cs->plots++ : cs->messages++;
-  put_u16(o, cs->day);
-  put_u64(o, cs->sid);
-  put_u64(o, n);
-  put_u32(o, e->thread);
-  put_u32(o, e->site);
-  put_u64(o, e->time_ns);
-  if (t == T_FRAMES) {
-    put_u64(o, frame_dur(cs, e->thread, e->site, e->time_ns));
-  } else if (t == T_PLOTS) {
-    put_f64(o, e->is_double ? e->d : (double)e->i);
-  } else {
-    put_u8(o, e->severity);
-    put_u32(o, e->verbosity);
-    put_str(o, e->text ? e->text : "", e->text ? e->text_len : 0);
+  const size_t text_len = t == T_MESSAGES && e->text ? e->text_len : 0;
+  /* day, session, n, thread, site, time_ns; then dur_ns, value, or severity, verbosity, text */
+  const uint64_t n = t == T_FRAMES ? cs->frames++ : t == T_PLOTS ? cs->plots++ : cs->messages++;
+  if (buf_room(o, 34 + (t == T_MESSAGES ? 5 + 10 + text_len : 8))) { /* else oom: dropped */
+    uint8_t* q = o->p + o->len;
+    memcpy(q, &cs->day, 2);
+    memcpy(q + 2, &cs->sid, 8);
+    memcpy(q + 10, &n, 8);
+    memcpy(q + 18, &e->thread, 4);
+    memcpy(q + 22, &e->site, 4);
+    memcpy(q + 26, &e->time_ns, 8);
+    q += 34;
+    if (t == T_FRAMES) {
+      const uint64_t dur = frame_dur(cs, e->thread, e->site, e->time_ns);
+      memcpy(q, &dur, 8);
+      q += 8;
+    } else if (t == T_PLOTS) {
+      const double v = e->is_double ? e->d : (double)e->i;
+      memcpy(q, &v, 8);
+      q += 8;
+    } else {
+      *q++ = e->severity;
+      memcpy(q, &e->verbosity, 4);
+      q += 4;
+      uint64_t x = text_len; /* String: LEB128 length, then the bytes */
+      for (; x > 0x7f; x >>= 7) *q++ = (uint8_t)(x | 0x80);
+      *q++ = (uint8_t)x;
+      if (text_len) memcpy(q, e->text, text_len);
+      q += text_len;
+    }
+    o->len = (size_t)(q - o->p);
   }
   after_row(ch, b, t);
 }

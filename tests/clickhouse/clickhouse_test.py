@@ -118,6 +118,41 @@ def check_rows(ch, relay, sid):
     eq([int(x) for x in nn], [0, len(mine) - 1, len(mine)], f"n of {sid:016x}: min, max, distinct")
 
 
+def check_events(ch, relay, sid):
+    """Every frames, plots and messages row of session sid equals the relay's own event field
+    by field (a message without text shows its site's name in the relay's API, PROTOCOL.md
+    §5.7: its text is compared only when it has one)."""
+    ev = relay.get(f"/api/sessions/{sid:016x}/events?type=frame,plot,message&limit=1000000")
+    eq(ev["truncated"], False, "relay events truncated")
+    by = {"frame": [], "plot": [], "message": []}
+    for e in ev["events"]:
+        by[e["type"]].append(e)
+    def rows(sql):
+        out = ch.query(sql + f" WHERE session = {sid} FORMAT TSV")
+        return [l.split("\t") for l in out.split("\n") if l]
+    got = sorted((int(a), int(b), int(c)) for a, b, c in
+                 rows("SELECT thread, site, time_ns FROM frames FINAL"))
+    eq(got, sorted((e["thread"], e["site"], e["time_ns"]) for e in by["frame"]),
+       f"frames rows of {sid:016x}")
+    got = sorted((int(a), int(b), int(c), float(d)) for a, b, c, d in
+                 rows("SELECT thread, site, time_ns, value FROM plots FINAL"))
+    mine = sorted((e["thread"], e["site"], e["time_ns"], float(e["value"])) for e in by["plot"])
+    eq(len(got), len(mine), f"plots rows of {sid:016x}")
+    for g, m in zip(got, mine):
+        if g[:3] != m[:3] or abs(g[3] - m[3]) > 1e-9 * max(1.0, abs(m[3])):
+            fail(f"plots row of {sid:016x}: ClickHouse {g}, relay {m}")
+    got = sorted((int(a), int(b), int(c), int(d), int(e), t) for a, b, c, d, e, t in
+                 rows("SELECT thread, site, time_ns, severity, verbosity, text FROM messages "
+                      "FINAL"))
+    mine = sorted((e["thread"], e["site"], e["time_ns"], e["severity"], e["verbosity"], e["text"])
+                  for e in by["message"])
+    eq(len(got), len(mine), f"messages rows of {sid:016x}")
+    for g, m in zip(got, mine):
+        if g[:5] != m[:5] or (g[5] and g[5] != m[5]):
+            fail(f"messages row of {sid:016x}: ClickHouse {g}, relay {m}")
+    return len(by["frame"]), len(by["plot"]), len(by["message"])
+
+
 def drained(relay):
     s = relay.sink()
     return s if s["batches_pending"] == 0 and s["up"] else None
@@ -164,6 +199,10 @@ def case_counts():
             eq(ch.scalar(f"SELECT count() FROM frames FINAL WHERE session = {sid}"),
                relay_frames(relay, sid), f"frames of {sid:016x}")
             check_rows(ch, relay, sid)
+            nf, np_, nm = check_events(ch, relay, sid)
+            if not (nf and np_ and nm):
+                fail(f"session {sid:016x} sent {nf} frames, {np_} plots, {nm} messages: the "
+                     "demo should send each")
         builds = ch.query("SELECT build, label, program FROM sessions FINAL ORDER BY build "
                           "FORMAT TSV")
         eq(builds, "4120\tnightly\ttelemark-demo\n4121\tdev-kit 7\ttelemark-demo\n",
