@@ -206,6 +206,12 @@ typedef struct batch {
   uint8_t seen[255];
   uint32_t nrs, last_rs;
   int by_arrival;
+  /* [loop, then sink] where each staged zone_runs row's rank byte is, so that rewriting them
+   * does not walk the rows (a miss a row, each waiting for the one before); roff_oom: the index
+   * could not grow, walk instead */
+  uint32_t* roff;
+  uint32_t nroff, croff;
+  int roff_oom;
   char path[600];      /* spill file, "" while only in memory */
   int lent;            /* a request that lent its staging pages failed: never reuse them */
   struct batch* next;
@@ -214,6 +220,7 @@ typedef struct batch {
 static void batch_free(batch* b) {
   if (!b) return;
   for (int t = 0; t < T_COUNT; t++) buf_free(&b->seg[t]);
+  free(b->roff);
   free(b);
 }
 
@@ -232,7 +239,7 @@ static size_t batch_held(const batch* b) {
     const chbuf* c = &b->seg[t];
     n += c->mapped ? (c->mapped > 1 ? c->mapped : 0) : c->cap;
   }
-  return n;
+  return n + (size_t)b->croff * sizeof b->roff[0];
 }
 
 /* Zones rows the batch makes, either way. */
@@ -336,6 +343,8 @@ static void recycle_locked(tmk__ch* ch, batch* b) {
   b->held = held;
   b->nrs = b->last_rs = 0;
   b->by_arrival = 0;
+  b->nroff = 0;
+  b->roff_oom = 0;
   b->next = ch->pool;
   ch->pool = b;
   ch->keep_bytes += held;
@@ -581,7 +590,13 @@ static void zone_order(batch* b) {
       same &= r == k;
     }
     for (uint32_t k = b->nrs; k < 256; k++) map[k] = 255;
-    if (!same) each_run(runs->p, runs->len, rank_map, map);
+    if (same) return;
+    if (b->roff_oom) {
+      each_run(runs->p, runs->len, rank_map, map);
+      return;
+    }
+    uint8_t* p = runs->p;
+    for (uint32_t k = 0; k < b->nroff; k++) p[b->roff[k]] = map[p[b->roff[k]]];
     return;
   }
   zorder z;
@@ -967,6 +982,22 @@ static inline uint8_t arrival_index(batch* b, uint64_t sid) {
   return (uint8_t)(b->last_rs = b->nrs++);
 }
 
+/* [loop] Notes where a staged run's rank byte is (zone_order). */
+static inline void note_run(batch* b, size_t off) {
+  if (b->nroff == b->croff || off > UINT32_MAX) {
+    if (b->roff_oom) return;
+    uint32_t nc = b->croff ? b->croff * 2 : 1024;
+    uint32_t* n = off > UINT32_MAX ? NULL : realloc(b->roff, nc * sizeof *n);
+    if (!n) {
+      b->roff_oom = 1;
+      return;
+    }
+    b->roff = n;
+    b->croff = nc;
+  }
+  b->roff[b->nroff++] = (uint32_t)off;
+}
+
 /* [loop] A run of zones of one thread: a zone_runs row (header + the store's records, one
  * memcpy) when its ticks are ns, else zones rows converted here. */
 static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
@@ -988,6 +1019,7 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
       memcpy(p, &cs->day, 2);
       memcpy(p + 2, &cs->sid, 8);
       p[10] = arrival_index(b, cs->sid); /* made the rank when sent (zone_order) */
+      note_run(b, o->len + 10);
       memcpy(p + 11, &thread, 4);
       memcpy(p + 15, &n0, 8);
       memcpy(p + 23, &base, 8);
