@@ -1081,6 +1081,7 @@ static void tap_event(void* ud, const tmk_relay_event* e) {
   const size_t text_len = t == T_MESSAGES && e->text ? e->text_len : 0;
   /* day, session, n, thread, site, time_ns; then dur_ns, value, or severity, verbosity, text */
   const uint64_t n = t == T_FRAMES ? cs->frames++ : t == T_PLOTS ? cs->plots++ : cs->messages++;
+  const uint64_t dur = t == T_FRAMES ? frame_dur(cs, e->thread, e->site, e->time_ns) : 0;
   if (buf_room(o, 34 + (t == T_MESSAGES ? 5 + 10 + text_len : 8))) { /* else oom: dropped */
     uint8_t* q = o->p + o->len;
     memcpy(q, &cs->day, 2);
@@ -1091,7 +1092,6 @@ static void tap_event(void* ud, const tmk_relay_event* e) {
     memcpy(q + 26, &e->time_ns, 8);
     q += 34;
     if (t == T_FRAMES) {
-      const uint64_t dur = frame_dur(cs, e->thread, e->site, e->time_ns);
       memcpy(q, &dur, 8);
       q += 8;
     } else if (t == T_PLOTS) {
