@@ -27,9 +27,10 @@ static inline int tmk__chbuf_room(tmk__chbuf* b, size_t n) {
 }
 /* Frees the bytes and zeroes the buffer. */
 void tmk__chbuf_free(tmk__chbuf* b);
-/* Appends n bytes (nothing once oom is set). */
+/* Appends n bytes (nothing once oom is set). n may be 0, also with nothing allocated yet (an
+ * empty answer): memcpy must not be given the NULL buffer then, even for no bytes. */
 static inline void tmk__chbuf_put(tmk__chbuf* b, const void* v, size_t n) {
-  if (!tmk__chbuf_room(b, n)) return;
+  if (n == 0 || !tmk__chbuf_room(b, n)) return;
   memcpy(b->p + b->len, v, n);
   b->len += n;
 }
