@@ -16,6 +16,10 @@ test in a temporary directory on free ports (chserver.py). Cases:
   upgrade    a database and a spill directory left by an earlier relay: its tables get the
              zone_runs view and keep working, a TMKCH001 spill file is sent, a file of an unknown
              format is renamed .bad with a logged error
+  bad_answers (no clickhouse-server: the stand-in) a ClickHouse that answers 500, bytes that
+             are not HTTP, closes at once, or sends an 8 MiB error: each a counted error with a
+             clear last_error, the sink down and its batches kept; once it answers properly,
+             every zone is accepted exactly once
   ranks      (no clickhouse-server: a stand-in that keeps every request) sessions streaming at
              once, in an order other than their ids', and one more joining midway with an id
              between theirs: in every INSERT of zone_runs each session has one rank byte, and
@@ -23,10 +27,10 @@ test in a temporary directory on free ports (chserver.py). Cases:
              every zone the relay stored was sent once
 Usage: clickhouse_test.py CASE --bin DIR --tmp DIR [--relay telemark-relay-asan]"""
 import argparse
-import http.server
 import os
 import shutil
 import signal
+import socketserver
 import struct
 import subprocess
 import sys
@@ -530,40 +534,85 @@ def case_upgrade():
         ch.stop()
 
 
-class FakeClickHouse(http.server.ThreadingHTTPServer):
-    """Answers every request 200 with an empty body (so: no tables to alter) and keeps the body
-    of each INSERT INTO zone_runs."""
+class FakeClickHouse(socketserver.ThreadingTCPServer):
+    """A stand-in for ClickHouse: reads each request (headers, then Content-Length bytes) and
+    answers by `mode`: "ok" 200 with an empty body (so: no tables to alter), keeping the body of
+    each INSERT INTO zone_runs; "error" 500 with a ClickHouse-like exception; "garbage" bytes
+    that are not HTTP; "close" closes at once, before reading the body; "huge" a 500 whose body
+    is 8 MiB (the relay reads a bounded part of an answer)."""
     daemon_threads = True
+    allow_reuse_address = True
 
     def __init__(self):
         self.runs = []
+        self.requests = {}  # mode -> requests answered in it
+        self.mode = "ok"
         self.lock = threading.Lock()
+        fake = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(h):
-                body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
-                if "INSERT%20INTO%20zone_runs" in h.path or "INSERT+INTO+zone_runs" in h.path:
-                    with self.lock:
-                        self.runs.append(body)
-                h.send_response(200)
-                h.send_header("Content-Length", "0")
-                h.end_headers()
-
-            def log_message(h, *a):
-                pass
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(h):
+                sock = h.request
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        return
+                    head += chunk
+                head, _, body = head.partition(b"\r\n\r\n")
+                with fake.lock:
+                    mode = fake.mode
+                    fake.requests[mode] = fake.requests.get(mode, 0) + 1
+                if mode == "close":
+                    sock.close()
+                    return
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"content-length":
+                        length = int(v)
+                while len(body) < length:
+                    chunk = sock.recv(1 << 20)
+                    if not chunk:
+                        return
+                    body += chunk
+                path = head.split(b"\r\n")[0].decode(errors="replace")
+                if mode == "ok":
+                    if "INSERT%20INTO%20zone_runs" in path or "INSERT+INTO+zone_runs" in path:
+                        with fake.lock:
+                            fake.runs.append(body)
+                    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                elif mode == "error":
+                    msg = b"Code: 241. DB::Exception: Memory limit (total) exceeded\n"
+                    sock.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n"
+                                 b"\r\n%s" % (len(msg), msg))
+                elif mode == "garbage":
+                    sock.sendall(b"\x00\x01\x02 not HTTP at all \xff" * 100)
+                elif mode == "huge":
+                    big = b"x" * (8 << 20)
+                    try:
+                        sock.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d"
+                                     b"\r\n\r\n" % len(big) + big)
+                    except OSError:
+                        pass  # the relay stops reading once it has enough
 
         super().__init__(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def set_mode(self, mode):
+        with self.lock:
+            self.mode = mode
 
     def url(self):
         return f"http://127.0.0.1:{self.server_address[1]}/?database=telemark"
 
 
-def zone_runs_rows(body):
-    """(session, rank, zones) of each zone_runs row of a RowBinary body (docs/CLICKHOUSE.md)."""
+def zone_runs_rows(body, with_n0=False):
+    """(session, rank, zones[, n0]) of each zone_runs row of a RowBinary body
+    (docs/CLICKHOUSE.md)."""
     out, i = [], 0
     while i < len(body):
-        _day, sid, rank, _thread, _n0, _base = struct.unpack_from("<HQBIQQ", body, i)
+        _day, sid, rank, _thread, n0, _base = struct.unpack_from("<HQBIQQ", body, i)
         i += 31
         count, shift = 0, 0
         while True:
@@ -574,7 +623,7 @@ def zone_runs_rows(body):
             if not b & 0x80:
                 break
         i += count * 16
-        out.append((sid, rank, count))
+        out.append((sid, rank, count, n0) if with_n0 else (sid, rank, count))
     if i != len(body):
         fail(f"a zone_runs body of {len(body)} bytes does not end on a row ({i})")
     return out
@@ -620,7 +669,64 @@ def case_ranks():
         fake.server_close()
 
 
-CASES = {"counts": case_counts, "ranks": case_ranks, "keep": case_keep, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
+def case_bad_answers():
+    fake = FakeClickHouse()
+    fake.set_mode("error")
+    try:
+        relay = Relay(fake.url(), os.path.join(TMP, "data"))
+        targets = [synth(relay, sid, 200, "--rate", "100") for sid in (0x4100, 0x4200)]
+        # each way of answering badly: a counted error with a clear last_error, the sink down,
+        # its batches kept; then ClickHouse answers properly and every zone is sent once
+        for mode, text in (("error", "ClickHouse answered 500: Code: 241. DB::Exception: Memory"),
+                           ("garbage", "without an HTTP answer"),
+                           ("close", ("closed the connection without an HTTP answer",
+                                      "sending to ClickHouse")),
+                           ("huge", "ClickHouse answered 500: xxxxxxxx")):
+            fake.set_mode(mode)
+            with fake.lock:
+                r0 = fake.requests.get(mode, 0)
+            e0 = relay.sink()["errors"]
+
+            def failed():
+                with fake.lock:
+                    answered = fake.requests.get(mode, 0) > r0
+                st = relay.sink()
+                texts = text if isinstance(text, tuple) else (text,)
+                return st if answered and st["errors"] > e0 and any(
+                    t in st["last_error"] for t in texts) else None
+            st = wait_for(failed, 30, f"an error for a ClickHouse that answers '{mode}'")
+            print(f"bad_answers: {mode}: {st['last_error']!r}")
+            eq(st["up"], False, f"sink up while ClickHouse answers '{mode}'")
+            if len(st["last_error"]) > 300:
+                fail(f"last_error is {len(st['last_error'])} characters long")
+            eq(st["rows_dropped"], 0, f"rows dropped while ClickHouse answers '{mode}'")
+        for p in targets:
+            eq(p.wait(30), 0, "synth exit")
+        want = wait_for(lambda: (lambda c: c if len(c) == 2 and all(
+            not s["live"] for s in relay.get("/api/sessions")) else None)(relay_counts(relay)),
+            20, "both sessions ended")
+        if relay.sink()["batches_pending"] == 0:
+            fail("no batch was pending while ClickHouse answered badly")
+        fake.set_mode("ok")
+        st = wait_for(lambda: drained(relay), 30, "sink drained once ClickHouse answers")
+        eq(st["rows_dropped"], 0, "rows dropped")
+        with fake.lock:
+            bodies = list(fake.runs)
+        sent, keys = {}, set()
+        for body in bodies:
+            for sid, _rank, count, n0 in zone_runs_rows(body, with_n0=True):
+                if (sid, n0) in keys:
+                    fail(f"zones of session {sid:#x} from n = {n0} were accepted twice")
+                keys.add((sid, n0))
+                sent[sid] = sent.get(sid, 0) + count
+        eq(sent, want, "zones accepted per session vs the relay's own")
+        relay.stop()
+    finally:
+        fake.shutdown()
+        fake.server_close()
+
+
+CASES = {"counts": case_counts, "ranks": case_ranks, "bad_answers": case_bad_answers, "keep": case_keep, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
          "history": case_history, "timers": case_timers, "stall": case_stall,
          "upgrade": case_upgrade}
 
@@ -636,7 +742,7 @@ def main():
     BIN = a.bin
     RELAY_BIN = a.relay
     TMP = os.path.abspath(a.tmp)
-    if a.case != "ranks" and not os.path.exists(chserver.SERVER):
+    if a.case not in ("ranks", "bad_answers") and not os.path.exists(chserver.SERVER):
         print("SKIP: clickhouse-server is not installed (scripts/deps.sh)")
         return 77
     if os.path.isdir(TMP):
