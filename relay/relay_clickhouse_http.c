@@ -291,14 +291,31 @@ int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql
     close(fd);
     return -1;
   }
+  /* The whole answer within timeout_ms, not each read: a server that trickles its answer a
+   * byte at a time would otherwise hold this thread for as long as it likes. */
   tmk__chbuf in = {0};
+  const uint64_t deadline = tmk__now_ms() + ep->timeout_ms;
   for (;;) {
     if (!tmk__chbuf_room(&in, 65536)) break;
-    ssize_t k = recv(fd, in.p + in.len, in.cap - in.len, 0);
-    if (k < 0 && errno == EINTR) continue;
+    const uint64_t now = tmk__now_ms();
+    ssize_t k = -1;
+    if (now < deadline) {
+      struct timeval tv;
+      tv.tv_sec = (time_t)((deadline - now) / 1000);
+      tv.tv_usec = (long)((deadline - now) % 1000) * 1000;
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      k = recv(fd, in.p + in.len, in.cap - in.len, 0);
+      if (k < 0 && errno == EINTR) continue;
+    } else {
+      errno = ETIMEDOUT;
+    }
     if (k < 0) {
-      snprintf(err, ecap, "no answer from ClickHouse within %u ms (%s)", ep->timeout_ms,
-               strerror(errno));
+      if (in.len)
+        snprintf(err, ecap, "ClickHouse's answer did not end within %u ms (%zu bytes came)",
+                 ep->timeout_ms, in.len);
+      else
+        snprintf(err, ecap, "no answer from ClickHouse within %u ms (%s)", ep->timeout_ms,
+                 strerror(errno));
       close(fd);
       free(in.p);
       return -1;
@@ -320,6 +337,12 @@ int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql
       hdr_end = i + 4;
       break;
     }
+  if (!hdr_end && status == 200) { /* a 200 whose headers never ended says nothing: it failed */
+    snprintf(err, ecap, "ClickHouse's answer was cut short (%zu bytes, its headers unfinished)",
+             in.len);
+    free(in.p);
+    return -1;
+  }
   const uint8_t* bodyp = in.p + hdr_end;
   size_t bodyn = hdr_end ? in.len - hdr_end : 0;
   /* ClickHouse answers with chunked encoding to HTTP/1.1: undo it. */

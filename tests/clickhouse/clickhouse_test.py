@@ -17,7 +17,8 @@ test in a temporary directory on free ports (chserver.py). Cases:
              zone_runs view and keep working, a TMKCH001 spill file is sent, a file of an unknown
              format is renamed .bad with a logged error
   bad_answers (no clickhouse-server: the stand-in) a ClickHouse that answers 500, bytes that
-             are not HTTP, closes at once, or sends an 8 MiB error: each a counted error with a
+             are not HTTP, closes at once, sends an 8 MiB error, a 200 cut short, or trickles
+             its answer a byte at a time: each a counted error with a
              clear last_error, the sink down and its batches kept; once it answers properly,
              every zone is accepted exactly once
   ranks      (no clickhouse-server: a stand-in that keeps every request) sessions streaming at
@@ -539,7 +540,9 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
     answers by `mode`: "ok" 200 with an empty body (so: no tables to alter), keeping the body of
     each INSERT INTO zone_runs; "error" 500 with a ClickHouse-like exception; "garbage" bytes
     that are not HTTP; "close" closes at once, before reading the body; "huge" a 500 whose body
-    is 8 MiB (the relay reads a bounded part of an answer)."""
+    is 8 MiB (the relay reads a bounded part of an answer); "cut" a 200 whose headers do not
+    end before the connection does; "trickle" the start of a 200, a byte
+    every 0.2 s for 35 s (the relay gives up 10 s after its request)."""
     daemon_threads = True
     allow_reuse_address = True
 
@@ -588,6 +591,15 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
                                  b"\r\n%s" % (len(msg), msg))
                 elif mode == "garbage":
                     sock.sendall(b"\x00\x01\x02 not HTTP at all \xff" * 100)
+                elif mode == "cut":  # a 200 whose headers never end
+                    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n")
+                elif mode == "trickle":  # a byte every 0.2 s, never the end of the headers
+                    try:
+                        for c in (b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 150):
+                            sock.sendall(bytes([c]))
+                            time.sleep(0.2)
+                    except OSError:
+                        pass  # the relay gave up: what the case expects
                 elif mode == "huge":
                     big = b"x" * (8 << 20)
                     try:
@@ -681,7 +693,9 @@ def case_bad_answers():
                            ("garbage", "without an HTTP answer"),
                            ("close", ("closed the connection without an HTTP answer",
                                       "sending to ClickHouse")),
-                           ("huge", "ClickHouse answered 500: xxxxxxxx")):
+                           ("huge", "ClickHouse answered 500: xxxxxxxx"),
+                           ("cut", "ClickHouse's answer was cut short"),
+                           ("trickle", "ClickHouse's answer did not end within 10000 ms")):
             fake.set_mode(mode)
             with fake.lock:
                 r0 = fake.requests.get(mode, 0)
