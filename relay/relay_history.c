@@ -17,6 +17,7 @@ static void put(chbuf* b, const void* v, size_t n) { tmk__chbuf_put(b, v, n); }
 static void put_u8(chbuf* b, uint8_t v) { tmk__chbuf_put(b, &v, 1); }
 
 #define HIST_MAX_ANSWER (8u << 20)
+#define HIST_MAX_SECONDS 30u /* max_execution_time of every query (ClickHouse ends it then) */
 
 /* Appends 'text' as a ClickHouse string literal. Returns -1 for text a parameter may not hold. */
 static int put_literal(chbuf* q, const char* s) {
@@ -179,11 +180,14 @@ int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* u
   }
   char params[700];
   snprintf(params, sizeof params,
-           "%s&readonly=2&max_execution_time=30&output_format_json_quote_64bit_integers=0",
-           tmk__ch_endpoint_of(ch)->params);
+           "%s&readonly=2&max_execution_time=%u&output_format_json_quote_64bit_integers=0",
+           tmk__ch_endpoint_of(ch)->params, HIST_MAX_SECONDS);
+  /* the answer may take as long as ClickHouse may run the query, and a little more */
+  tmk__ch_endpoint ep = *tmk__ch_endpoint_of(ch);
+  if (ep.timeout_ms < (HIST_MAX_SECONDS + 5) * 1000u) ep.timeout_ms = (HIST_MAX_SECONDS + 5) * 1000u;
   chbuf resp = {0};
-  int rc = tmk__ch_post(tmk__ch_endpoint_of(ch), params, (const char*)q.p, NULL, 0, 0, &resp,
-                        HIST_MAX_ANSWER, err, ecap);
+  int rc = tmk__ch_post(&ep, params, (const char*)q.p, NULL, 0, 0, &resp, HIST_MAX_ANSWER, err,
+                        ecap);
   free(q.p);
   if (rc) {
     free(resp.p);

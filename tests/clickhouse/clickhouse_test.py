@@ -21,6 +21,8 @@ test in a temporary directory on free ports (chserver.py). Cases:
              its answer a byte at a time: each a counted error with a
              clear last_error, the sink down and its batches kept; once it answers properly,
              every zone is accepted exactly once
+  slow_history (no clickhouse-server: the stand-in) a history query that ClickHouse answers
+             after 12 s, within its max_execution_time of 30 s: the relay waits for it
   ranks      (no clickhouse-server: a stand-in that keeps every request) sessions streaming at
              once, in an order other than their ids', and one more joining midway with an id
              between theirs: in every INSERT of zone_runs each session has one rank byte, and
@@ -542,7 +544,8 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
     that are not HTTP; "close" closes at once, before reading the body; "huge" a 500 whose body
     is 8 MiB (the relay reads a bounded part of an answer); "cut" a 200 whose headers do not
     end before the connection does; "trickle" the start of a 200, a byte
-    every 0.2 s for 35 s (the relay gives up 10 s after its request)."""
+    every 0.2 s for 35 s (the relay gives up 10 s after its request); "slow_query" as "ok", but
+    a history query (FORMAT JSONEachRow) is answered after 12 s."""
     daemon_threads = True
     allow_reuse_address = True
 
@@ -580,7 +583,12 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
                         return
                     body += chunk
                 path = head.split(b"\r\n")[0].decode(errors="replace")
-                if mode == "ok":
+                if mode == "slow_query" and "JSONEachRow" in path:  # a history query: 12 s
+                    time.sleep(12)
+                    row = b'{"program":"slow","sessions":1,"builds":1,"last_unix_ns":1}\n'
+                    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" %
+                                 (len(row), row))
+                elif mode in ("ok", "slow_query"):
                     if "INSERT%20INTO%20zone_runs" in path or "INSERT+INTO+zone_runs" in path:
                         with fake.lock:
                             fake.runs.append(body)
@@ -740,7 +748,25 @@ def case_bad_answers():
         fake.server_close()
 
 
-CASES = {"counts": case_counts, "ranks": case_ranks, "bad_answers": case_bad_answers, "keep": case_keep, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
+def case_slow_history():
+    fake = FakeClickHouse()
+    fake.set_mode("slow_query")
+    try:
+        relay = Relay(fake.url(), os.path.join(TMP, "data"))
+        t0 = time.time()
+        js = relay.get("/api/history/programs", timeout=60)
+        took = time.time() - t0
+        eq([r["program"] for r in js["rows"]], ["slow"], "rows of a query answered after 12 s")
+        if took < 11:
+            fail(f"the answer came after {took:.1f} s: the stand-in did not delay it")
+        relay.stop()
+    finally:
+        fake.shutdown()
+        fake.server_close()
+
+
+CASES = {"counts": case_counts, "ranks": case_ranks, "bad_answers": case_bad_answers,
+         "slow_history": case_slow_history, "keep": case_keep, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
          "history": case_history, "timers": case_timers, "stall": case_stall,
          "upgrade": case_upgrade}
 
@@ -756,7 +782,8 @@ def main():
     BIN = a.bin
     RELAY_BIN = a.relay
     TMP = os.path.abspath(a.tmp)
-    if a.case not in ("ranks", "bad_answers") and not os.path.exists(chserver.SERVER):
+    if a.case not in ("ranks", "bad_answers", "slow_history") and \
+            not os.path.exists(chserver.SERVER):
         print("SKIP: clickhouse-server is not installed (scripts/deps.sh)")
         return 77
     if os.path.isdir(TMP):
