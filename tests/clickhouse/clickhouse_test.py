@@ -30,6 +30,7 @@ test in a temporary directory on free ports (chserver.py). Cases:
              every zone the relay stored was sent once
 Usage: clickhouse_test.py CASE --bin DIR --tmp DIR [--relay telemark-relay-asan]"""
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -627,6 +628,18 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/?database=telemark"
 
 
+@contextlib.contextmanager
+def stand_in(mode):
+    """A FakeClickHouse answering in `mode`, shut down however the case ends."""
+    fake = FakeClickHouse()
+    fake.set_mode(mode)
+    try:
+        yield fake
+    finally:
+        fake.shutdown()
+        fake.server_close()
+
+
 def zone_runs_rows(body, with_n0=False):
     """(session, rank, zones[, n0]) of each zone_runs row of a RowBinary body
     (docs/CLICKHOUSE.md)."""
@@ -650,8 +663,7 @@ def zone_runs_rows(body, with_n0=False):
 
 
 def case_ranks():
-    fake = FakeClickHouse()
-    try:
+    with stand_in("ok") as fake:
         relay = Relay(fake.url(), os.path.join(TMP, "data"))
         # three sessions at once, started in an order other than their ids', then a fourth with
         # an id between theirs; paced, so that batches are sealed by time with all of them in
@@ -684,15 +696,10 @@ def case_ranks():
             fail(f"only {mixed} INSERTs held more than one session: the case did not test ranks")
         print(f"ranks: {len(bodies)} INSERTs of zone_runs, {mixed} with several sessions")
         relay.stop()
-    finally:
-        fake.shutdown()
-        fake.server_close()
 
 
 def case_bad_answers():
-    fake = FakeClickHouse()
-    fake.set_mode("error")
-    try:
+    with stand_in("error") as fake:
         relay = Relay(fake.url(), os.path.join(TMP, "data"))
         targets = [synth(relay, sid, 200, "--rate", "100") for sid in (0x4100, 0x4200)]
         # each way of answering badly: a counted error with a clear last_error, the sink down,
@@ -743,15 +750,10 @@ def case_bad_answers():
                 sent[sid] = sent.get(sid, 0) + count
         eq(sent, want, "zones accepted per session vs the relay's own")
         relay.stop()
-    finally:
-        fake.shutdown()
-        fake.server_close()
 
 
 def case_slow_history():
-    fake = FakeClickHouse()
-    fake.set_mode("slow_query")
-    try:
+    with stand_in("slow_query") as fake:
         relay = Relay(fake.url(), os.path.join(TMP, "data"))
         t0 = time.time()
         js = relay.get("/api/history/programs", timeout=60)
@@ -760,13 +762,11 @@ def case_slow_history():
         if took < 11:
             fail(f"the answer came after {took:.1f} s: the stand-in did not delay it")
         relay.stop()
-    finally:
-        fake.shutdown()
-        fake.server_close()
 
 
 CASES = {"counts": case_counts, "ranks": case_ranks, "bad_answers": case_bad_answers,
-         "slow_history": case_slow_history, "keep": case_keep, "ch_kill": case_ch_kill, "relay_kill": case_relay_kill,
+         "slow_history": case_slow_history, "keep": case_keep, "ch_kill": case_ch_kill,
+         "relay_kill": case_relay_kill,
          "history": case_history, "timers": case_timers, "stall": case_stall,
          "upgrade": case_upgrade}
 
