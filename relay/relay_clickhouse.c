@@ -139,7 +139,6 @@ static inline void put_u8(chbuf* b, uint8_t v) { put(b, &v, 1); }
 static inline void put_u16(chbuf* b, uint16_t v) { put(b, &v, 2); }
 static inline void put_u32(chbuf* b, uint32_t v) { put(b, &v, 4); }
 static inline void put_u64(chbuf* b, uint64_t v) { put(b, &v, 8); }
-static inline void put_f64(chbuf* b, double v) { put(b, &v, 8); }
 static void put_str(chbuf* b, const char* s, size_t n) {
   uint8_t v[10];
   size_t k = 0;
@@ -886,11 +885,8 @@ static void note_sessions(tmk__ch* ch, const batch* b) {
   ch->nseed = n;
 }
 
-static void seal(tmk__ch* ch) {
-  batch* b = ch->stage;
-  if (!b) return;
-  note_sessions(ch, b);
-  ch->stage = NULL;
+/* [loop] Hands a sealed batch (no longer ch->stage) to the senders' queue, or to disk. */
+static void hand_over(tmk__ch* ch, batch* b) {
   b->bytes = batch_bytes(b);
   int oom = 0;
   for (int t = 0; t < T_COUNT; t++) oom |= b->seg[t].oom;
@@ -916,6 +912,14 @@ static void seal(tmk__ch* ch) {
   pthread_mutex_unlock(&ch->mu);
 }
 
+static void seal(tmk__ch* ch) {
+  batch* b = ch->stage;
+  if (!b) return;
+  note_sessions(ch, b);
+  ch->stage = NULL;
+  hand_over(ch, b);
+}
+
 /* [loop] Seals a batch whose zones are full. Rows of the other tables younger than batch_ms
  * move on to the next batch instead: each INSERT makes a part in its table (files to create,
  * parts to merge: most of ClickHouse's work per batch for tables this small), so they go at
@@ -923,17 +927,16 @@ static void seal(tmk__ch* ch) {
 static void seal_zones(tmk__ch* ch) {
   batch* b = ch->stage;
   if (!b) return;
-  note_sessions(ch, b); /* before the next batch is staged, which starts from them */
   uint64_t first = b->first_ms;
   if (tmk__now_ms() - first >= ch->batch_ms) {
     seal(ch);
     return;
   }
+  note_sessions(ch, b); /* before the next batch is staged, which starts from them */
   ch->stage = NULL;
   batch* nb = stage(ch);
-  ch->stage = b;
   if (!nb) {
-    seal(ch);
+    hand_over(ch, b);
     return;
   }
   for (int t = 0; t < T_COUNT; t++) {
@@ -947,8 +950,7 @@ static void seal_zones(tmk__ch* ch) {
     b->rows[t] = 0;
   }
   nb->first_ms = first;
-  seal(ch);
-  ch->stage = nb;
+  hand_over(ch, b); /* nb stays staged (stage set it) */
 }
 
 static inline batch* row(tmk__ch* ch, int table) {

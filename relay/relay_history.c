@@ -184,7 +184,8 @@ int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* u
            tmk__ch_endpoint_of(ch)->params, HIST_MAX_SECONDS);
   /* the answer may take as long as ClickHouse may run the query, and a little more */
   tmk__ch_endpoint ep = *tmk__ch_endpoint_of(ch);
-  if (ep.timeout_ms < (HIST_MAX_SECONDS + 5) * 1000u) ep.timeout_ms = (HIST_MAX_SECONDS + 5) * 1000u;
+  if (ep.timeout_ms < (HIST_MAX_SECONDS + 5) * 1000u)
+    ep.timeout_ms = (HIST_MAX_SECONDS + 5) * 1000u;
   chbuf resp = {0};
   int rc = tmk__ch_post(&ep, params, (const char*)q.p, NULL, 0, 0, &resp, HIST_MAX_ANSWER, err,
                         ecap);

@@ -1,6 +1,6 @@
 /* relay_rxq.c — the queue between the UDP receive thread (relay_udp_rx.c) and the loop: one
  * writer, one reader, blocks of records mapped as the backlog grows (relay_core.h). */
-#define _DEFAULT_SOURCE /* munmap's MAP_* names */
+#define _POSIX_C_SOURCE 200809L /* munmap, sockaddr_storage */
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
