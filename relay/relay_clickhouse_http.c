@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -138,6 +139,10 @@ static void url_encode(tmk__chbuf* b, const char* s) {
   }
 }
 
+/* The slowest a request body may go (bytes a second) before the request is given up: far below
+ * any LAN or WAN link to a ClickHouse, far above a server that is stuck reading. */
+#define SEND_FLOOR_BPS ((uint64_t)1 << 20)
+
 static int connect_to(const tmk__ch_endpoint* ep, char* err, size_t ecap) {
   struct addrinfo hints, *ai = NULL;
   memset(&hints, 0, sizeof hints);
@@ -173,35 +178,93 @@ static int connect_to(const tmk__ch_endpoint* ep, char* err, size_t ecap) {
              strerror(e));
     return -1;
   }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  struct timeval tv;
-  tv.tv_sec = (time_t)(ep->timeout_ms / 1000);
-  tv.tv_usec = (long)(ep->timeout_ms % 1000) * 1000;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  return fd;
+  return fd; /* still non-blocking: tmk__ch_post's waits are polls (send_clock) */
 }
 
-static int send_all(int fd, const uint8_t* p, size_t n) {
+/* The socket is non-blocking: every wait is a poll, bounded by the request's deadline and, while
+ * sending, by `stall_ms` without room (a splice into a blocking socket goes on for as long as the
+ * peer takes a little now and then, whatever its send timeout). `sent` counts the bytes that
+ * went out. */
+typedef struct send_clock {
+  uint64_t deadline;
+  uint32_t stall_ms;
+  size_t sent;
+} send_clock;
+
+/* Waits until fd is ready for `events`, at most until `deadline` (tmk__now_ms) and `most_ms`.
+ * Returns 0, or -1 with errno ETIMEDOUT (the deadline passed), EAGAIN (most_ms passed first) or
+ * poll's own. */
+static int wait_ready(int fd, short events, uint64_t deadline, uint32_t most_ms) {
+  for (;;) {
+    const uint64_t now = tmk__now_ms();
+    if (now >= deadline) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    const int deadline_first = deadline - now <= most_ms;
+    struct pollfd pf = {fd, events, 0};
+    int k = poll(&pf, 1, (int)(deadline_first ? deadline - now : most_ms));
+    if (k > 0) return 0;
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -1;
+    if (!deadline_first) {
+      errno = EAGAIN;
+      return -1;
+    }
+  }
+}
+
+/* Waits for room to send more. A peer that reads slowly may give no room for a while (POLLOUT
+ * needs a third of the send buffer free), so stall_ms without room is a stall only if the peer
+ * also took less than STALL_BYTES of what is queued meanwhile (on Linux, TIOCOUTQ: bytes not yet
+ * acknowledged; a peer that reads nothing still takes a few KiB as its kernel compacts its
+ * receive queue). Elsewhere stall_ms without room is a stall. */
+#define STALL_BYTES (64 << 10)
+static int wait_room(int fd, const send_clock* sc) {
+  int q0 = -1;
+#if defined(__linux__) && defined(TIOCOUTQ)
+  if (ioctl(fd, TIOCOUTQ, &q0) != 0) q0 = -1;
+#endif
+  for (;;) {
+    if (wait_ready(fd, POLLOUT, sc->deadline, sc->stall_ms) == 0) return 0;
+    if (errno != EAGAIN) return -1;
+#if defined(__linux__) && defined(TIOCOUTQ)
+    int q = -1;
+    if (q0 >= 0 && ioctl(fd, TIOCOUTQ, &q) == 0 && q0 - q >= STALL_BYTES) { /* moving */
+      q0 = q;
+      continue;
+    }
+    errno = EAGAIN;
+#endif
+    return -1;
+  }
+}
+
+static int send_all(int fd, const uint8_t* p, size_t n, send_clock* sc) {
   while (n) {
     ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
     if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (wait_room(fd, sc)) return -1;
+      continue;
+    }
     if (k <= 0) return -1;
     p += k;
     n -= (size_t)k;
+    sc->sent += (size_t)k;
   }
   return 0;
 }
 
 /* Sends n bytes at p by lending their pages to the kernel (tmk__ch_post's lend): vmsplice into
  * a pipe, up to its size at a time, then splice from the pipe into the socket, which then holds
- * references to the pages, not copies. The socket's send timeout applies as to send. Where the
+ * references to the pages, not copies. Each splice waits as a send would (send_all). Where the
  * kernel has neither call for this pair (nothing sent yet), the bytes are sent with send. Returns
  * 0, or -1 with errno. */
-static int send_lent(int fd, const uint8_t* p, size_t n) {
+static int send_lent(int fd, const uint8_t* p, size_t n, send_clock* sc) {
 #if defined(__linux__) && defined(SPLICE_F_MOVE)
   int pfd[2];
-  if (pipe2(pfd, O_CLOEXEC) != 0) return send_all(fd, p, n);
+  if (pipe2(pfd, O_CLOEXEC) != 0) return send_all(fd, p, n, sc);
   /* splice has no MSG_NOSIGNAL: a connection ClickHouse has closed would raise SIGPIPE, which
    * kills a process that embeds the relay and does not ignore it. So SIGPIPE is blocked in this
    * thread meanwhile, and one that this send raised is taken off before it is unblocked. */
@@ -227,12 +290,20 @@ static int send_lent(int fd, const uint8_t* p, size_t n) {
     while (left) {
       ssize_t m = splice(pfd[0], NULL, fd, NULL, left, SPLICE_F_MOVE | SPLICE_F_MORE);
       if (m < 0 && errno == EINTR) continue;
+      if (m < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (wait_room(fd, sc)) {
+          rc = -1;
+          break;
+        }
+        continue;
+      }
       if (m <= 0) {
         if (m == 0) errno = EPIPE;
         rc = -1;
         break;
       }
       left -= (size_t)m;
+      sc->sent += (size_t)m;
       sent = 1;
     }
     if (rc) break;
@@ -249,11 +320,11 @@ static int send_lent(int fd, const uint8_t* p, size_t n) {
   }
   pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
   if (rc && !sent && (e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EPERM))
-    return send_all(fd, p, n); /* nothing went out (the pipe's lent pages are dropped above) */
+    return send_all(fd, p, n, sc); /* nothing went out (the pipe's lent pages are dropped above) */
   errno = e;
   return rc;
 #else
-  return send_all(fd, p, n);
+  return send_all(fd, p, n, sc);
 #endif
 }
 
@@ -283,11 +354,25 @@ int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql
     free(req.p);
     return -1;
   }
-  int rc = send_all(fd, req.p, req.len);
+  /* The whole request within timeout_ms plus a second per MiB of body (SEND_FLOOR_BPS), and no
+   * send waiting more than timeout_ms: a server that reads the body slowly would otherwise hold
+   * this thread for as long as it likes, each send making a little progress. */
+  const size_t total = req.len + blen;
+  send_clock sc = {tmk__now_ms() + ep->timeout_ms + (uint64_t)total * 1000 / SEND_FLOOR_BPS,
+                   ep->timeout_ms, 0};
+  int rc = send_all(fd, req.p, req.len, &sc);
   free(req.p);
-  if (rc == 0 && blen) rc = lend ? send_lent(fd, body, blen) : send_all(fd, body, blen);
+  if (rc == 0 && blen) rc = lend ? send_lent(fd, body, blen, &sc) : send_all(fd, body, blen, &sc);
   if (rc) {
-    snprintf(err, ecap, "sending to ClickHouse: %s", strerror(errno));
+    if (errno == ETIMEDOUT)
+      snprintf(err, ecap, "ClickHouse did not take the request within %llu ms (%zu of %zu bytes)",
+               (unsigned long long)(ep->timeout_ms + (uint64_t)total * 1000 / SEND_FLOOR_BPS),
+               sc.sent, total);
+    else if (errno == EAGAIN || errno == EWOULDBLOCK)
+      snprintf(err, ecap, "ClickHouse took less than 64 KiB of the request in %u ms (%zu of %zu bytes)",
+               ep->timeout_ms, sc.sent, total);
+    else
+      snprintf(err, ecap, "sending to ClickHouse: %s", strerror(errno));
     close(fd);
     return -1;
   }
@@ -297,18 +382,11 @@ int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql
   const uint64_t deadline = tmk__now_ms() + ep->timeout_ms;
   for (;;) {
     if (!tmk__chbuf_room(&in, 65536)) break;
-    const uint64_t now = tmk__now_ms();
-    ssize_t k = -1;
-    if (now < deadline) {
-      struct timeval tv;
-      tv.tv_sec = (time_t)((deadline - now) / 1000);
-      tv.tv_usec = (long)((deadline - now) % 1000) * 1000;
-      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      k = recv(fd, in.p + in.len, in.cap - in.len, 0);
-      if (k < 0 && errno == EINTR) continue;
-    } else {
-      errno = ETIMEDOUT;
-    }
+    ssize_t k = recv(fd, in.p + in.len, in.cap - in.len, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+        wait_ready(fd, POLLIN, deadline, ep->timeout_ms) == 0)
+      continue;
     if (k < 0) {
       if (in.len)
         snprintf(err, ecap, "ClickHouse's answer did not end within %u ms (%zu bytes came)",

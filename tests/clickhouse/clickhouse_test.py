@@ -23,6 +23,10 @@ test in a temporary directory on free ports (chserver.py). Cases:
              every zone is accepted exactly once
   slow_history (no clickhouse-server: the stand-in) a history query that ClickHouse answers
              after 12 s, within its max_execution_time of 30 s: the relay waits for it
+  slow_reader (no clickhouse-server: the stand-in) a ClickHouse that reads a 6 MiB request at
+             32 KiB/s, then one that reads none of it: the relay gives the request up at its
+             deadline (10 s + 1 s per MiB), or after 10 s in which less than 64 KiB went; the
+             batches are kept, and every zone is accepted exactly once afterwards
   ranks      (no clickhouse-server: a stand-in that keeps every request) sessions streaming at
              once, in an order other than their ids', and one more joining midway with an id
              between theirs: in every INSERT of zone_runs each session has one rank byte, and
@@ -34,6 +38,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import socketserver
 import struct
 import subprocess
@@ -546,11 +551,15 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
     is 8 MiB (the relay reads a bounded part of an answer); "cut" a 200 whose headers do not
     end before the connection does; "trickle" the start of a 200, a byte
     every 0.2 s for 35 s (the relay gives up 10 s after its request); "slow_query" as "ok", but
-    a history query (FORMAT JSONEachRow) is answered after 12 s."""
+    a history query (FORMAT JSONEachRow) is answered after 12 s; "slow_read" as "ok", but the
+    body is read 16 KiB every 0.5 s; "stuck" as "ok", but of a request with a body over 1 MiB
+    it reads the headers, then nothing for 30 s. rcvbuf: the listening socket's SO_RCVBUF, if
+    given (a small one makes a slow reader hold the relay's sends back sooner)."""
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self):
+    def __init__(self, rcvbuf=None):
+        self.rcvbuf = rcvbuf
         self.runs = []
         self.requests = {}  # mode -> requests answered in it
         self.mode = "ok"
@@ -578,18 +587,26 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
                     k, _, v = line.partition(b":")
                     if k.strip().lower() == b"content-length":
                         length = int(v)
+                if mode == "stuck" and length > 1 << 20:
+                    time.sleep(30)
+                    return
                 while len(body) < length:
-                    chunk = sock.recv(1 << 20)
+                    try:
+                        chunk = sock.recv(16384 if mode == "slow_read" else 1 << 20)
+                    except OSError:
+                        return
                     if not chunk:
                         return
                     body += chunk
+                    if mode == "slow_read":
+                        time.sleep(0.5)
                 path = head.split(b"\r\n")[0].decode(errors="replace")
                 if mode == "slow_query" and "JSONEachRow" in path:  # a history query: 12 s
                     time.sleep(12)
                     row = b'{"program":"slow","sessions":1,"builds":1,"last_unix_ns":1}\n'
                     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" %
                                  (len(row), row))
-                elif mode in ("ok", "slow_query"):
+                elif mode in ("ok", "slow_query", "slow_read", "stuck"):
                     if "INSERT%20INTO%20zone_runs" in path or "INSERT+INTO+zone_runs" in path:
                         with fake.lock:
                             fake.runs.append(body)
@@ -617,7 +634,11 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
                     except OSError:
                         pass  # the relay stops reading once it has enough
 
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        if rcvbuf:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.server_bind()
+        self.server_activate()
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     def set_mode(self, mode):
@@ -629,9 +650,9 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
 
 
 @contextlib.contextmanager
-def stand_in(mode):
+def stand_in(mode, rcvbuf=None):
     """A FakeClickHouse answering in `mode`, shut down however the case ends."""
-    fake = FakeClickHouse()
+    fake = FakeClickHouse(rcvbuf)
     fake.set_mode(mode)
     try:
         yield fake
@@ -736,20 +757,55 @@ def case_bad_answers():
             20, "both sessions ended")
         if relay.sink()["batches_pending"] == 0:
             fail("no batch was pending while ClickHouse answered badly")
-        fake.set_mode("ok")
-        st = wait_for(lambda: drained(relay), 30, "sink drained once ClickHouse answers")
-        eq(st["rows_dropped"], 0, "rows dropped")
-        with fake.lock:
-            bodies = list(fake.runs)
-        sent, keys = {}, set()
-        for body in bodies:
-            for sid, _rank, count, n0 in zone_runs_rows(body, with_n0=True):
-                if (sid, n0) in keys:
-                    fail(f"zones of session {sid:#x} from n = {n0} were accepted twice")
-                keys.add((sid, n0))
-                sent[sid] = sent.get(sid, 0) + count
-        eq(sent, want, "zones accepted per session vs the relay's own")
+        accepted_once(relay, fake, want)
         relay.stop()
+
+
+def accepted_once(relay, fake, want):
+    """Lets the stand-in answer 200, waits until the sink has sent everything, and checks that
+    every zone was accepted exactly once: no (session, n0) twice, per-session counts `want`."""
+    fake.set_mode("ok")
+    st = wait_for(lambda: drained(relay), 30, "sink drained once ClickHouse answers")
+    eq(st["rows_dropped"], 0, "rows dropped")
+    with fake.lock:
+        bodies = list(fake.runs)
+    sent, keys = {}, set()
+    for body in bodies:
+        for sid, _rank, count, n0 in zone_runs_rows(body, with_n0=True):
+            if (sid, n0) in keys:
+                fail(f"zones of session {sid:#x} from n = {n0} were accepted twice")
+            keys.add((sid, n0))
+            sent[sid] = sent.get(sid, 0) + count
+    eq(sent, want, "zones accepted per session vs the relay's own")
+
+
+def case_slow_reader():
+    # A server that reads the request body at 32 KiB/s: each send makes a little progress, so
+    # only a deadline for the whole request (10 s + 1 s per MiB) frees the sender. Then, with
+    # another relay, one that reads nothing of the body: given up once it has taken less than
+    # 64 KiB in 10 s. Either way the batches are kept and sent once the server reads at speed.
+    for mode, rcvbuf, text, least, most in (
+            ("slow_read", 8192, "did not take the request within 16121 ms", 16, 30),
+            ("stuck", 8192, "took less than 64 KiB of the request in 10000 ms", 10, 25)):
+        with stand_in(mode, rcvbuf=rcvbuf) as fake:
+            relay = Relay(fake.url(), os.path.join(TMP, f"data-{mode}"))
+            t0 = time.time()
+            target = synth(relay, 0x4300, 10000)  # 1.2 M zones flat out: batches of ~6 MiB
+            eq(target.wait(30), 0, "synth exit")
+            st = wait_for(lambda: (lambda s: s if text in s["last_error"] else None)(
+                relay.sink()), 45, f"a request given up by a relay whose ClickHouse is '{mode}'")
+            took = time.time() - t0
+            print(f"slow_reader: {mode}: after {took:.1f} s: {st['last_error']!r}")
+            if not least <= took <= most:
+                fail(f"'{mode}': a request was given up after {took:.1f} s, not within "
+                     f"{least}-{most} s of the first")
+            eq(st["up"], False, f"sink up while ClickHouse is '{mode}'")
+            eq(st["rows_dropped"], 0, f"rows dropped while ClickHouse is '{mode}'")
+            want = wait_for(lambda: (lambda c: c if len(c) == 1 and all(
+                not s["live"] for s in relay.get("/api/sessions")) else None)(
+                relay_counts(relay)), 20, "the session ended")
+            accepted_once(relay, fake, want)
+            relay.stop()
 
 
 def case_slow_history():
@@ -765,7 +821,7 @@ def case_slow_history():
 
 
 CASES = {"counts": case_counts, "ranks": case_ranks, "bad_answers": case_bad_answers,
-         "slow_history": case_slow_history, "keep": case_keep, "ch_kill": case_ch_kill,
+         "slow_history": case_slow_history, "slow_reader": case_slow_reader, "keep": case_keep, "ch_kill": case_ch_kill,
          "relay_kill": case_relay_kill,
          "history": case_history, "timers": case_timers, "stall": case_stall,
          "upgrade": case_upgrade}
@@ -782,7 +838,7 @@ def main():
     BIN = a.bin
     RELAY_BIN = a.relay
     TMP = os.path.abspath(a.tmp)
-    if a.case not in ("ranks", "bad_answers", "slow_history") and \
+    if a.case not in ("ranks", "bad_answers", "slow_history", "slow_reader") and \
             not os.path.exists(chserver.SERVER):
         print("SKIP: clickhouse-server is not installed (scripts/deps.sh)")
         return 77
