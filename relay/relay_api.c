@@ -713,8 +713,12 @@ static int h_history(struct mg_connection* conn, tmk_relay* r, const char* name)
   int rc = tmk__ch_history(r->ch, name, hist_get, &p, &j, err, sizeof err);
   if (rc < 0) {
     tmk__json_free(&j);
-    return tmk__http_send_error(conn, rc == TMK_EINVAL ? 400 : rc == TMK_ENOTFOUND ? 404 : 502, rc,
-                                err);
+    return tmk__http_send_error(conn,
+                                rc == TMK_EINVAL      ? 400
+                                : rc == TMK_ENOTFOUND ? 404
+                                : rc == TMK_EAGAIN    ? 503
+                                                      : 502,
+                                rc, err);
   }
   return reply(conn, 200, &j);
 }

@@ -286,6 +286,7 @@ struct tmk__ch {
   uint64_t last_rows_ms;
   /* shared, under mu */
   pthread_mutex_t mu;
+  uint64_t hist_logged_ms; /* (mu) when a refused history query was last logged */
   pthread_cond_t cv;
   batch* q_head;
   batch* q_tail;
@@ -1362,7 +1363,38 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j) {
   tmk__json_u64(j, s.staging_kept_bytes);
   tmk__json_key(j, "staging_kept_max");
   tmk__json_u64(j, s.staging_kept_max);
+  tmk__json_key(j, "history_running");
+  tmk__json_u64(j, s.history_running);
+  tmk__json_key(j, "history_refused");
+  tmk__json_u64(j, s.history_refused);
   tmk__json_key(j, "last_error");
   tmk__json_cstr(j, s.last_error);
   tmk__json_end_obj(j);
+}
+
+int tmk__ch_history_begin(tmk__ch* ch) {
+  pthread_mutex_lock(&ch->mu);
+  const int ok = ch->st.history_running < TMK__CH_HISTORY_MAX;
+  if (ok) {
+    ch->st.history_running++;
+  } else {
+    ch->st.history_refused++;
+    const uint64_t now = tmk__now_ms();
+    if (ch->hist_logged_ms == 0 || now - ch->hist_logged_ms >= 10000) {
+      ch->hist_logged_ms = now;
+      tmk_relay__log(ch->log, TMK_LOG_WARN,
+                     "history: a query refused (503): %d are waiting for ClickHouse already, "
+                     "at most %d at once (%llu refused so far)",
+                     TMK__CH_HISTORY_MAX, TMK__CH_HISTORY_MAX,
+                     (unsigned long long)ch->st.history_refused);
+    }
+  }
+  pthread_mutex_unlock(&ch->mu);
+  return ok ? 0 : -1;
+}
+
+void tmk__ch_history_end(tmk__ch* ch) {
+  pthread_mutex_lock(&ch->mu);
+  ch->st.history_running--;
+  pthread_mutex_unlock(&ch->mu);
 }

@@ -68,6 +68,8 @@ typedef struct tmk__ch_stats {
   uint64_t rows_dropped;    /* rows lost because memory and disk bounds were both full */
   uint64_t staging_kept_bytes; /* memory of sent batches kept for the next ones */
   uint64_t staging_kept_max;   /* its bound (queue_max) */
+  uint64_t history_running;    /* history queries waiting for ClickHouse now */
+  uint64_t history_refused;    /* history queries answered 503: TMK__CH_HISTORY_MAX were running */
   int up;                   /* the last request succeeded */
   char last_error[768];
 } tmk__ch_stats;
@@ -82,8 +84,16 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j);
  * (TMK_EINVAL bad parameter, TMK_ENOTFOUND unknown query, TMK_ESOCKET ClickHouse unreachable).
  * Any thread; blocks for the ClickHouse round trip. */
 typedef const char* (*tmk__ch_param_fn)(void* ud, const char* key);
-/* (relay_history.c; the endpoint it queries is the sink's: tmk__ch_endpoint_of) */
+/* (relay_history.c; the endpoint it queries is the sink's: tmk__ch_endpoint_of). At most
+ * TMK__CH_HISTORY_MAX run at once: each holds an HTTP worker thread for as long as ClickHouse
+ * takes (up to 35 s), and the workers also serve the dashboard's other requests and its live
+ * WebSockets. One more is refused at once with TMK_EAGAIN (503). */
+#define TMK__CH_HISTORY_MAX 4
 int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* ud, tmk__json* out,
                     char* err, size_t ecap);
+/* A place among the TMK__CH_HISTORY_MAX history queries: 0, or -1 (counted in history_refused
+ * and logged, at most once every 10 s) when they are all taken. Give it back with _end. */
+int tmk__ch_history_begin(tmk__ch* ch);
+void tmk__ch_history_end(tmk__ch* ch);
 
 #endif /* TMK_RELAY_CLICKHOUSE_H */

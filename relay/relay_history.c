@@ -186,9 +186,17 @@ int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* u
   tmk__ch_endpoint ep = *tmk__ch_endpoint_of(ch);
   if (ep.timeout_ms < (HIST_MAX_SECONDS + 5) * 1000u)
     ep.timeout_ms = (HIST_MAX_SECONDS + 5) * 1000u;
+  if (tmk__ch_history_begin(ch)) {
+    free(q.p);
+    snprintf(err, ecap,
+             "too many history queries at once (%d are waiting for ClickHouse): try again when "
+             "one has answered", TMK__CH_HISTORY_MAX);
+    return TMK_EAGAIN;
+  }
   chbuf resp = {0};
   int rc = tmk__ch_post(&ep, params, (const char*)q.p, NULL, 0, 0, &resp, HIST_MAX_ANSWER, err,
                         ecap);
+  tmk__ch_history_end(ch);
   free(q.p);
   if (rc) {
     free(resp.p);

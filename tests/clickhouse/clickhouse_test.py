@@ -22,7 +22,8 @@ test in a temporary directory on free ports (chserver.py). Cases:
              clear last_error, the sink down and its batches kept; once it answers properly,
              every zone is accepted exactly once
   slow_history (no clickhouse-server: the stand-in) a history query that ClickHouse answers
-             after 12 s, within its max_execution_time of 30 s: the relay waits for it
+             after 12 s, within its max_execution_time of 30 s: the relay waits for it; six at
+             once: four wait, two get 503 at once (counted, logged), the API answers meanwhile
   slow_reader (no clickhouse-server: the stand-in) a ClickHouse that reads a 6 MiB request at
              32 KiB/s, then one that reads none of it: the relay gives the request up at its
              deadline (10 s + 1 s per MiB), or after 10 s in which less than 64 KiB went; the
@@ -809,14 +810,45 @@ def case_slow_reader():
 
 
 def case_slow_history():
+    # A history query that ClickHouse answers after 12 s: the relay waits for it. Six at once:
+    # four wait for their answers, the other two get 503 at once (each holds an HTTP worker
+    # thread meanwhile), and the relay's other requests are answered all the while.
     with stand_in("slow_query") as fake:
         relay = Relay(fake.url(), os.path.join(TMP, "data"))
+        results = []
+
+        def query():
+            t = time.time()
+            st, js = relay.api("GET", "/api/history/programs", timeout=60)
+            with fake.lock:
+                results.append((st, js, time.time() - t))
+        threads = [threading.Thread(target=query) for _ in range(6)]
         t0 = time.time()
-        js = relay.get("/api/history/programs", timeout=60)
-        took = time.time() - t0
-        eq([r["program"] for r in js["rows"]], ["slow"], "rows of a query answered after 12 s")
-        if took < 11:
-            fail(f"the answer came after {took:.1f} s: the stand-in did not delay it")
+        for t in threads:
+            t.start()
+        busy = wait_for(lambda: (lambda s: s if s["history_running"] == 4 and
+                                 s["history_refused"] == 2 else None)(relay.sink()), 8,
+                        "four history queries running, two refused")
+        if time.time() - t0 > 8:
+            fail("the relay's own API did not answer while history queries waited")
+        with fake.lock:
+            early = list(results)
+        eq(sorted(st for st, _, _ in early), [503, 503], "answers before ClickHouse's")
+        for st, js, took in early:
+            if "too many history queries at once" not in js.get("message", str(js)):
+                fail(f"a refused history query says {js}")
+        for t in threads:
+            t.join(60)
+        eq(sorted(st for st, _, _ in results), [200] * 4 + [503] * 2, "history answers")
+        for st, js, took in results:
+            if st == 200:
+                eq([r["program"] for r in js["rows"]], ["slow"], "rows of a query answered after 12 s")
+                if took < 11:
+                    fail(f"the answer came after {took:.1f} s: the stand-in did not delay it")
+        eq(relay.sink()["history_running"], 0, "history queries running once all answered")
+        if "history: a query refused (503)" not in relay.log():
+            fail("refused history queries are not logged")
+        print(f"slow_history: {busy['history_refused']} refused while 4 waited")
         relay.stop()
 
 
