@@ -19,11 +19,17 @@
  * copy into the queue would read them back from memory. */
 #define RX_STRIDE (RX_DGRAM + 33 * 64)
 #define RX_SLICE 32            /* datagrams the loop decodes before it turns to its other work */
-/* After a wake-up that found at least RX_BUSY datagrams the thread naps RX_NAP_US before it
- * polls again, so that a busy stream is read a batch at a time instead of a wake-up (a poll, a
- * sleep, a task switch) every few datagrams; at 200 MB/s the socket gathers 20 KB meanwhile. */
+/* After a wake-up that found at least RX_BUSY datagrams the thread naps before it polls again,
+ * so that a busy stream is read a batch at a time instead of a wake-up (a poll, a sleep, a task
+ * switch) every few datagrams. The nap is as long as the socket's receive buffer allows: at most
+ * a sixteenth of it filled meanwhile by RX_PEAK_BPUS bytes a microsecond (as the kernel counts a
+ * datagram: ~2.3 KB for 1,200 bytes; 400 is ~170,000 such datagrams a second), between
+ * RX_NAP_MIN_US and RX_NAP_MAX_US: 500 us with the relay's usual 8 MiB or more, 100 us with a
+ * stock 208 KiB (docs/AGENT.md "Measured"). */
 #define RX_BUSY 4
-#define RX_NAP_US 100
+#define RX_PEAK_BPUS 400
+#define RX_NAP_MIN_US 100
+#define RX_NAP_MAX_US 500
 
 struct tmk__udp_rx {
   tmk_relay* relay;
@@ -33,6 +39,7 @@ struct tmk__udp_rx {
   int running;
   tmk__rxq q;
   uint8_t* batch;              /* [rx] RX_BATCH receive buffers */
+  long nap_ns;                 /* the nap after a busy wake-up (RX_BUSY) */
   uv_async_t async;            /* rx -> loop: the queue has datagrams */
   int async_open;
   /* The thread's CPU time, read by whoever asks (tmk__udp_rx_counters) through the thread's
@@ -117,7 +124,7 @@ static void* rx_main(void* arg) {
       break;
     }
     if (n >= RX_BUSY) {
-      struct timespec nap = {0, RX_NAP_US * 1000L};
+      struct timespec nap = {0, rx->nap_ns};
       nanosleep(&nap, NULL);
     }
   }
@@ -151,6 +158,13 @@ tmk__udp_rx* tmk__udp_rx_start(tmk_relay* r, int fd, size_t queue_bytes) {
   rx->relay = r;
   rx->fd = fd;
   rx->wake[0] = rx->wake[1] = -1;
+  int rcvbuf = 0;
+  socklen_t sl = sizeof rcvbuf;
+  if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &sl) != 0) rcvbuf = 0;
+  long nap_us = rcvbuf / 16 / RX_PEAK_BPUS;
+  if (nap_us < RX_NAP_MIN_US) nap_us = RX_NAP_MIN_US;
+  if (nap_us > RX_NAP_MAX_US) nap_us = RX_NAP_MAX_US;
+  rx->nap_ns = nap_us * 1000L;
   rx->batch = malloc((size_t)RX_BATCH * RX_STRIDE);
   if (!rx->batch || tmk__rxq_init(&rx->q, queue_bytes) != 0 || pipe(rx->wake) != 0 ||
       uv_async_init(r->loop, &rx->async, rx_ready) != 0) {
