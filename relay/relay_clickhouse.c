@@ -1383,10 +1383,9 @@ int tmk__ch_history_begin(tmk__ch* ch) {
     if (ch->hist_logged_ms == 0 || now - ch->hist_logged_ms >= 10000) {
       ch->hist_logged_ms = now;
       tmk_relay__log(ch->log, TMK_LOG_WARN,
-                     "history: a query refused (503): %d are waiting for ClickHouse already, "
-                     "at most %d at once (%llu refused so far)",
-                     TMK__CH_HISTORY_MAX, TMK__CH_HISTORY_MAX,
-                     (unsigned long long)ch->st.history_refused);
+                     "history: a query refused (503): %d, the most at once, are waiting for "
+                     "ClickHouse (%llu refused so far)",
+                     TMK__CH_HISTORY_MAX, (unsigned long long)ch->st.history_refused);
     }
   }
   pthread_mutex_unlock(&ch->mu);

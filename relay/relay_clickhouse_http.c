@@ -16,7 +16,6 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -358,19 +357,19 @@ int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql
    * send waiting more than timeout_ms: a server that reads the body slowly would otherwise hold
    * this thread for as long as it likes, each send making a little progress. */
   const size_t total = req.len + blen;
-  send_clock sc = {tmk__now_ms() + ep->timeout_ms + (uint64_t)total * 1000 / SEND_FLOOR_BPS,
-                   ep->timeout_ms, 0};
+  const uint64_t limit_ms = ep->timeout_ms + (uint64_t)total * 1000 / SEND_FLOOR_BPS;
+  send_clock sc = {tmk__now_ms() + limit_ms, ep->timeout_ms, 0};
   int rc = send_all(fd, req.p, req.len, &sc);
   free(req.p);
   if (rc == 0 && blen) rc = lend ? send_lent(fd, body, blen, &sc) : send_all(fd, body, blen, &sc);
   if (rc) {
     if (errno == ETIMEDOUT)
       snprintf(err, ecap, "ClickHouse did not take the request within %llu ms (%zu of %zu bytes)",
-               (unsigned long long)(ep->timeout_ms + (uint64_t)total * 1000 / SEND_FLOOR_BPS),
-               sc.sent, total);
+               (unsigned long long)limit_ms, sc.sent, total);
     else if (errno == EAGAIN || errno == EWOULDBLOCK)
-      snprintf(err, ecap, "ClickHouse took less than 64 KiB of the request in %u ms (%zu of %zu bytes)",
-               ep->timeout_ms, sc.sent, total);
+      snprintf(err, ecap,
+               "ClickHouse took less than %d KiB of the request in %u ms (%zu of %zu bytes)",
+               STALL_BYTES >> 10, ep->timeout_ms, sc.sent, total);
     else
       snprintf(err, ecap, "sending to ClickHouse: %s", strerror(errno));
     close(fd);
