@@ -786,7 +786,7 @@ def case_slow_reader():
     # 64 KiB in 10 s. Either way the batches are kept and sent once the server reads at speed.
     # (a small receive buffer on the stand-in's side, so that the relay's sends wait sooner)
     for mode, text, least, most in (
-            ("slow_read", "did not take the request within", 16, 30),
+            ("slow_read", "did not take the request within", 10, 30),
             ("stuck", "took less than 64 KiB of the request in 10000 ms", 10, 25)):
         with stand_in(mode, rcvbuf=8192) as fake:
             relay = Relay(fake.url(), os.path.join(TMP, f"data-{mode}"))
