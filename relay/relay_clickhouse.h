@@ -81,7 +81,8 @@ void tmk__ch_json_stats(tmk__ch* ch, tmk__json* j);
  * here, never SQL from the caller. `name` is one of "programs", "builds", "sites", "trend",
  * "diff"; `get(ud, key)` returns a query-string parameter or NULL. On success returns 0 and
  * appends the JSON answer to `out`; otherwise a negative TMK_E* with a sentence in err
- * (TMK_EINVAL bad parameter, TMK_ENOTFOUND unknown query, TMK_ESOCKET ClickHouse unreachable).
+ * (TMK_EINVAL bad parameter, TMK_ENOTFOUND unknown query, TMK_ESOCKET ClickHouse unreachable or
+ * its answer not JSON rows, TMK_EAGAIN too many at once), and `out` may hold a part to drop.
  * Any thread; blocks for the ClickHouse round trip. */
 typedef const char* (*tmk__ch_param_fn)(void* ud, const char* key);
 /* (relay_history.c; the endpoint it queries is the sink's: tmk__ch_endpoint_of). At most

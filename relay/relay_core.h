@@ -456,5 +456,8 @@ void tmk__json_i64(tmk__json* j, int64_t v);
 void tmk__json_f64(tmk__json* j, double v);
 void tmk__json_bool(tmk__json* j, int v);
 void tmk__json_null(tmk__json* j);
+/* 1 when s[0..n) is one JSON value (RFC 8259 syntax; whitespace around it allowed; arrays and
+ * objects nested at most 64 deep), else 0: a check on text the relay passes on as it is. */
+int tmk__json_valid(const char* s, size_t n);
 
 #endif /* TMK_RELAY_CORE_H */

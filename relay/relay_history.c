@@ -211,6 +211,23 @@ int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* u
   for (size_t i = 0; i < resp.len;) {
     const uint8_t* nl = memchr(resp.p + i, '\n', resp.len - i);
     size_t n = nl ? (size_t)(nl - (resp.p + i)) : resp.len - i;
+    /* Rows are passed on as they are, so each must be JSON: an exception ClickHouse writes into
+     * a 200 it has begun (a query stopped part-way), or a server that is not ClickHouse, would
+     * otherwise break the whole answer for the page. (`out` then holds a part: the caller drops
+     * it.) */
+    if (n && !tmk__json_valid((const char*)resp.p + i, n)) {
+      char line[121];
+      size_t k = 0;
+      for (; k < n && k + 1 < sizeof line; k++) {
+        const uint8_t c = resp.p[i + k];
+        line[k] = c < 0x20 || c > 0x7e ? '?' : (char)c;
+      }
+      line[k] = 0;
+      snprintf(err, ecap, "ClickHouse's answer to '%s' holds a row that is not JSON: %s%s", name,
+               line, n > k ? "..." : "");
+      free(resp.p);
+      return TMK_ESOCKET;
+    }
     if (n) {
       if (!first) tmk__json_raw(out, ",", 1);
       tmk__json_raw(out, (const char*)resp.p + i, n);

@@ -166,3 +166,113 @@ void tmk__json_null(tmk__json* j) {
   sep(j);
   tmk__json_raw(j, "null", 4);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * Syntax check (tmk__json_valid): a recursive descent over the text, nothing built.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct jscan {
+  const unsigned char *p, *end;
+} jscan;
+
+static void js_ws(jscan* c) {
+  while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+    c->p++;
+}
+
+static int js_digits(jscan* c) { /* one or more */
+  const unsigned char* b = c->p;
+  while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+  return c->p > b;
+}
+
+static int js_number(jscan* c) {
+  if (c->p < c->end && *c->p == '-') c->p++;
+  if (c->p < c->end && *c->p == '0') c->p++;
+  else if (!js_digits(c)) return 0;
+  if (c->p < c->end && *c->p == '.') {
+    c->p++;
+    if (!js_digits(c)) return 0;
+  }
+  if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) {
+    c->p++;
+    if (c->p < c->end && (*c->p == '+' || *c->p == '-')) c->p++;
+    if (!js_digits(c)) return 0;
+  }
+  return 1;
+}
+
+static int js_string(jscan* c) { /* at the opening quote */
+  for (c->p++; c->p < c->end; c->p++) {
+    const unsigned char ch = *c->p;
+    if (ch == '"') {
+      c->p++;
+      return 1;
+    }
+    if (ch < 0x20) return 0;
+    if (ch != '\\') continue;
+    if (++c->p == c->end) return 0;
+    if (*c->p == 'u') {
+      for (int k = 0; k < 4; k++) {
+        if (++c->p == c->end) return 0;
+        const unsigned char h = *c->p;
+        if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
+          return 0;
+      }
+    } else if (!strchr("\"\\/bfnrt", *c->p) || !*c->p) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+static int js_word(jscan* c, const char* w, size_t n) {
+  if ((size_t)(c->end - c->p) < n || memcmp(c->p, w, n) != 0) return 0;
+  c->p += n;
+  return 1;
+}
+
+static int js_value(jscan* c, int depth) {
+  js_ws(c);
+  if (c->p == c->end) return 0;
+  switch (*c->p) {
+    case '"': return js_string(c);
+    case 't': return js_word(c, "true", 4);
+    case 'f': return js_word(c, "false", 5);
+    case 'n': return js_word(c, "null", 4);
+    case '[':
+    case '{': {
+      if (depth == 64) return 0;
+      const unsigned char close = *c->p == '[' ? ']' : '}';
+      c->p++;
+      js_ws(c);
+      if (c->p < c->end && *c->p == close) {
+        c->p++;
+        return 1;
+      }
+      for (;;) {
+        if (close == '}') {
+          js_ws(c);
+          if (c->p == c->end || *c->p != '"' || !js_string(c)) return 0;
+          js_ws(c);
+          if (c->p == c->end || *c->p++ != ':') return 0;
+        }
+        if (!js_value(c, depth + 1)) return 0;
+        js_ws(c);
+        if (c->p == c->end) return 0;
+        if (*c->p == close) {
+          c->p++;
+          return 1;
+        }
+        if (*c->p++ != ',') return 0;
+      }
+    }
+    default: return js_number(c);
+  }
+}
+
+int tmk__json_valid(const char* s, size_t n) {
+  jscan c = {(const unsigned char*)s, (const unsigned char*)s + n};
+  if (!js_value(&c, 0)) return 0;
+  js_ws(&c);
+  return c.p == c.end;
+}

@@ -23,7 +23,8 @@ test in a temporary directory on free ports (chserver.py). Cases:
              every zone is accepted exactly once
   slow_history (no clickhouse-server: the stand-in) a history query that ClickHouse answers
              after 12 s, within its max_execution_time of 30 s: the relay waits for it; six at
-             once: four wait, two get 503 at once (counted, logged), the API answers meanwhile
+             once: four wait, two get 503 at once (counted, logged), the API answers meanwhile;
+             an exception among the rows of a 200 gives a 502 that quotes it
   slow_reader (no clickhouse-server: the stand-in) a ClickHouse that reads a 6 MiB request at
              32 KiB/s, then one that reads none of it: the relay gives the request up at its
              deadline (10 s + 1 s per MiB), or after 10 s in which less than 64 KiB went; the
@@ -552,7 +553,9 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
     is 8 MiB (the relay reads a bounded part of an answer); "cut" a 200 whose headers do not
     end before the connection does; "trickle" the start of a 200, a byte
     every 0.2 s for 35 s (the relay gives up 10 s after its request); "slow_query" as "ok", but
-    a history query (FORMAT JSONEachRow) is answered after 12 s; "slow_read" as "ok", but the
+    a history query (FORMAT JSONEachRow) is answered after 12 s; "bad_rows" answers a history
+    query 200 with a row, then an exception as ClickHouse writes it into an answer it has begun;
+    "slow_read" as "ok", but the
     body is read 16 KiB every 0.5 s; "stuck" as "ok", but of a request with a body over 1 MiB
     it reads the headers, then nothing for 30 s. rcvbuf: the listening socket's SO_RCVBUF, if
     given (a small one makes a slow reader hold the relay's sends back sooner)."""
@@ -606,6 +609,12 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
                     row = b'{"program":"slow","sessions":1,"builds":1,"last_unix_ns":1}\n'
                     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" %
                                  (len(row), row))
+                elif mode == "bad_rows" and "JSONEachRow" in path:  # stopped part-way
+                    rows = (b'{"program":"cut","sessions":1,"builds":1,"last_unix_ns":1}\n'
+                            b"Code: 159. DB::Exception: Timeout exceeded: elapsed 30.001 "
+                            b"seconds, maximum: 30\n")
+                    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" %
+                                 (len(rows), rows))
                 elif mode in ("ok", "slow_query", "slow_read", "stuck"):
                     if "INSERT%20INTO%20zone_runs" in path or "INSERT+INTO+zone_runs" in path:
                         with fake.lock:
@@ -849,6 +858,12 @@ def case_slow_history():
         if "history: a query refused (503)" not in relay.log():
             fail("refused history queries are not logged")
         print(f"slow_history: {busy['history_refused']} refused while 4 waited")
+        # an exception in the middle of a 200: a clear 502, not rows that are not JSON
+        fake.set_mode("bad_rows")
+        st, js = relay.api("GET", "/api/history/programs", timeout=30)
+        eq(st, 502, f"status of an answer with an exception among its rows ({js})")
+        if "holds a row that is not JSON: Code: 159. DB::Exception" not in str(js):
+            fail(f"the 502 does not say which row was not JSON: {js}")
         relay.stop()
 
 

@@ -1011,6 +1011,33 @@ static void test_store_orphans_after_reorder(void** state) {
   }
 }
 
+static void test_json_valid(void** state) {
+  (void)state;
+  static const char* const good[] = {
+      "{}", " [ ] ", "0", "-0.5e+3", "1E9", "\"a\\\"\\u00e9\\n\"", "true", "null",
+      "{\"program\":\"demo\",\"sessions\":2,\"labels\":[\"a\",\"b\"],\"x\":{\"y\":[1,[2]]}}",
+      "{\"p50\":16666745,\"p95\":16757763.6,\"n\":717}\r\n"};
+  static const char* const bad[] = {
+      "", " ", "{", "}", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "[1,]", "[1 2]", "01", "1.", "-",
+      ".5", "1e", "\"abc", "\"a\\x\"", "\"\\u12g4\"", "tru", "nul", "{a:1}", "{\"a\":1}}",
+      "{\"a\":1} x", "Code: 159. DB::Exception: Timeout exceeded", "{\"program\":\"de",
+      "\"a\tb\""};
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+    if (!tmk__json_valid(good[i], strlen(good[i]))) fail_msg("not accepted: %s", good[i]);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    if (tmk__json_valid(bad[i], strlen(bad[i]))) fail_msg("accepted: %s", bad[i]);
+  /* nesting: 64 levels are fine, 65 are not */
+  char deep[2 * 65 + 1];
+  for (int d = 64; d <= 65; d++) {
+    memset(deep, '[', (size_t)d);
+    memset(deep + d, ']', (size_t)d);
+    assert_int_equal(tmk__json_valid(deep, (size_t)(2 * d)), d == 64);
+  }
+  /* a NUL inside the length is not JSON */
+  assert_int_equal(tmk__json_valid("[1]\0", 4), 0);
+  assert_int_equal(tmk__json_valid("\"a\0b\"", 5), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reorder_in_order_and_swaps),
@@ -1034,6 +1061,7 @@ int main(void) {
       cmocka_unit_test(test_store_orphans_chain_cap),
       cmocka_unit_test(test_store_orphans_after_reorder),
       cmocka_unit_test(test_json_escaping),
+      cmocka_unit_test(test_json_valid),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
