@@ -327,6 +327,13 @@ static int send_lent(int fd, const uint8_t* p, size_t n, send_clock* sc) {
 #endif
 }
 
+size_t tmk__ch_quote(char* dst, size_t cap, const uint8_t* p, size_t n) {
+  size_t k = 0;
+  for (; k < n && k + 1 < cap; k++) dst[k] = p[k] < 0x20 ? ' ' : (char)p[k];
+  dst[k] = 0;
+  return k;
+}
+
 /* POSTs `sql` (in the URL) with `body`. Returns 0 on HTTP 200 (the response body, up to rcap,
  * in resp when given), -1 with a sentence in err. */
 int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql,
@@ -445,11 +452,7 @@ int tmk__ch_post(const tmk__ch_endpoint* ep, const char* params, const char* sql
   }
   if (status != 200) {
     char msg[200];
-    size_t n = bodyn < sizeof msg - 1 ? bodyn : sizeof msg - 1;
-    memcpy(msg, bodyp, n);
-    msg[n] = 0;
-    for (size_t k = 0; k < n; k++)
-      if (msg[k] == '\n' || msg[k] == '\r') msg[k] = ' ';
+    tmk__ch_quote(msg, sizeof msg, bodyp, bodyn);
     snprintf(err, ecap, "ClickHouse answered %d: %s", status, msg);
     free(in.p);
     free(plain.p);

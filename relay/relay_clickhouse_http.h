@@ -46,6 +46,9 @@ typedef struct tmk__ch_endpoint {
 /* Parses http://HOST[:PORT]/[?database=NAME&...] into ep (not timeout_ms). Returns 0, or -1
  * for a URL tmk__ch_check_url rejects. */
 int tmk__ch_parse_url(const char* url, tmk__ch_endpoint* ep);
+/* Copies the start of an answer from ClickHouse (p, n bytes) into dst as one line for an error
+ * message: at most cap - 1 bytes, control bytes as spaces. Returns how many bytes it took. */
+size_t tmk__ch_quote(char* dst, size_t cap, const uint8_t* p, size_t n);
 /* POSTs `sql` (in the URL, after `params`) with `body` on a new connection. Returns 0 on HTTP
  * 200 (the answer's body, at most rcap bytes, appended to resp when given), or -1 with a
  * sentence in err (unreachable, timeout, non-200 with ClickHouse's message).

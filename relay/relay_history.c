@@ -217,12 +217,7 @@ int tmk__ch_history(tmk__ch* ch, const char* name, tmk__ch_param_fn get, void* u
      * it.) */
     if (n && !tmk__json_valid((const char*)resp.p + i, n)) {
       char line[121];
-      size_t k = 0;
-      for (; k < n && k + 1 < sizeof line; k++) {
-        const uint8_t c = resp.p[i + k];
-        line[k] = c < 0x20 || c > 0x7e ? '?' : (char)c;
-      }
-      line[k] = 0;
+      const size_t k = tmk__ch_quote(line, sizeof line, resp.p + i, n);
       snprintf(err, ecap, "ClickHouse's answer to '%s' holds a row that is not JSON: %s%s", name,
                line, n > k ? "..." : "");
       free(resp.p);
