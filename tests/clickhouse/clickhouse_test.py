@@ -840,8 +840,13 @@ def case_slow_history():
                         "four history queries running, two refused")
         if time.time() - t0 > 8:
             fail("the relay's own API did not answer while history queries waited")
-        with fake.lock:
-            early = list(results)
+        # the relay counts a refusal before its 503 has reached the client: wait for both
+        # answers (the four others wait 12 s for the stand-in)
+
+        def answered():
+            with fake.lock:
+                return list(results) if len(results) >= 2 else None
+        early = wait_for(answered, 8, "the two refused history queries answered")
         eq(sorted(st for st, _, _ in early), [503, 503], "answers before ClickHouse's")
         for st, js, took in early:
             if "too many history queries at once" not in js.get("message", str(js)):
