@@ -1004,7 +1004,7 @@ static inline void note_run(batch* b, size_t off) {
 /* [loop] A run of zones of one thread: a zone_runs row (header + the store's records, one
  * memcpy) when its ticks are ns, else zones rows converted here. */
 static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
-                      uint32_t n) {
+                      uint32_t n, uint32_t rec) {
   tmk__ch_sess* cs = ud;
   tmk__ch* ch = cs->ch;
   batch* b = stage(ch);
@@ -1030,7 +1030,12 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
       uint32_t x = n;
       for (; x > 0x7f; x >>= 7) *p++ = (uint8_t)(x | 0x80);
       *p++ = (uint8_t)x;
-      memcpy(p, recs, rec_bytes);
+      if (rec == sizeof(tmk__tap_zrec)) {
+        memcpy(p, recs, rec_bytes);
+      } else { /* narrow records: staged wide, as zone_runs takes them */
+        const uint8_t* r = recs;
+        for (uint32_t k = 0; k < n; k++, r += rec) tmk__tap_widen(r, p + (size_t)k * 16);
+      }
       o->len = (size_t)(p + rec_bytes - o->p);
     }
   } else {
@@ -1038,8 +1043,12 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
     chbuf* o = &b->seg[T_ZONES];
     if (buf_room(o, (size_t)n * ZONE_ROW)) {
       const uint8_t* r = recs;
-      for (uint32_t k = 0; k < n; k++, r += sizeof(tmk__tap_zrec), o->len += ZONE_ROW)
-        put_zone_row(o->p + o->len, cs->day, cs->sid, thread, base, freq, r, n0 + k);
+      for (uint32_t k = 0; k < n; k++, r += rec, o->len += ZONE_ROW) {
+        uint8_t wide[sizeof(tmk__tap_zrec)];
+        if (rec != sizeof wide) tmk__tap_widen(r, wide);
+        put_zone_row(o->p + o->len, cs->day, cs->sid, thread, base, freq,
+                     rec == sizeof wide ? r : wide, n0 + k);
+      }
     }
   }
   if (batch_zones(b) * ZONE_ROW >= ch->batch_bytes || b->seg[T_ZONE_RUNS].len >= ch->batch_bytes ||

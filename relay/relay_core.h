@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tmk_proto.h"
 #include "tmk_relay.h"
@@ -337,7 +338,7 @@ int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* 
  * thread name as the store accepts it (the history sink, relay_clickhouse.c). Zones come as runs
  * of the store's own records, in ticks; events with times in ns. Pointers are valid during the
  * call only. Called with the caller's lock held: copy, never block. */
-typedef struct tmk__tap_zrec { /* the store's 16-byte zone record, as the tap receives it */
+typedef struct tmk__tap_zrec { /* the store's wide (16-byte) zone record, as the tap gets it */
   int32_t start_off;           /* ticks after the run's base */
   uint32_t dur_lo;             /* duration in ticks: dur_lo | dur_hi << 32 */
   uint32_t site;
@@ -345,12 +346,42 @@ typedef struct tmk__tap_zrec { /* the store's 16-byte zone record, as the tap re
   uint8_t depth;               /* clamped to 255 */
   uint8_t flags;               /* TMK_RELAY_ZONE_* */
 } tmk__tap_zrec;
+typedef struct tmk__tap_nrec { /* the store's narrow (12-byte) zone record, as the tap gets it */
+  int32_t start_off;           /* ticks after the run's base */
+  uint32_t dur;                /* duration in ticks */
+  uint32_t sdf;                /* site (bits 0-19), depth (20-27, clamped to 255), flags (28-31) */
+} tmk__tap_nrec;
+/* The wide record of a narrow one, as relay_store.c would have written it. */
+static inline void tmk__tap_widen(const void* narrow, void* wide) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  /* start_off and dur as they are; site | dur_hi (0) | depth | flags: depth and flags move
+   * together from bit 20 to bit 48 */
+  uint64_t w[2];
+  uint32_t sdf;
+  memcpy(&w[0], narrow, 8);
+  memcpy(&sdf, (const uint8_t*)narrow + 8, 4);
+  w[1] = (sdf & 0xFFFFFu) | (uint64_t)(sdf >> 20) << 48;
+  memcpy(wide, w, sizeof w);
+#else
+  tmk__tap_nrec n;
+  tmk__tap_zrec w;
+  memcpy(&n, narrow, sizeof n);
+  w.start_off = n.start_off;
+  w.dur_lo = n.dur;
+  w.site = n.sdf & 0xFFFFFu;
+  w.dur_hi = 0;
+  w.depth = (uint8_t)(n.sdf >> 20);
+  w.flags = (uint8_t)(n.sdf >> 28);
+  memcpy(wide, &w, sizeof w);
+#endif
+}
 typedef struct tmk__store_tap {
-  /* n zones of one thread, in decode order: `recs` holds n tmk__tap_zrec (16 bytes each, maybe
-   * unaligned: memcpy them); start = base + start_off ticks; ns = tmk_proto_ticks_to_ns(ticks,
-   * freq), or ticks when freq is 0 (no HELLO yet). */
+  /* n zones of one thread, in decode order: `recs` holds n records of `rec` bytes (12: narrow,
+   * tmk__tap_nrec; 16: wide, tmk__tap_zrec; maybe unaligned: memcpy them); start = base +
+   * start_off ticks; ns = tmk_proto_ticks_to_ns(ticks, freq), or ticks when freq is 0 (no HELLO
+   * yet). */
   void (*zones)(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
-                uint32_t n);
+                uint32_t n, uint32_t rec);
   void (*event)(void* ud, const tmk_relay_event* e); /* FRAME, PLOT, MESSAGE only */
   void (*site)(void* ud, const tmk_relay_site* s);
   void (*thread)(void* ud, uint32_t thread, const char* name, uint32_t len);

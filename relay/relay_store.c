@@ -10,10 +10,12 @@
 /* ---------------------------------------------------------------------------------------------
  * Layout
  * ------------------------------------------------------------------------------------------- */
-/* A series' zone chunks grow from MIN_ZONES_PER_CHUNK zones by doubling up to ZONE_CHUNK_CAP
- * bytes of zones (1014), which with the chunk header is a slab block (relay_slab.c). */
-#define ZONE_CHUNK_CAP ((TMK__SLAB_BLOCK - (uint32_t)sizeof(chunk)) & ~(uint32_t)(sizeof(zrec) - 1))
-#define MIN_ZONES_PER_CHUNK 16 /* (sparse zones, 2^33 ticks apart, each need a chunk) */
+/* A series' zone chunks grow from MIN_ZONE_CHUNK_BYTES by doubling up to ZONE_CHUNK_CAP bytes
+ * of zones (1352 narrow or 1014 wide records), which with the chunk header is a slab block
+ * (relay_slab.c). Both are multiples of 48, so that either kind of record fills them exactly. */
+#define ZONE_CHUNK_CAP (((TMK__SLAB_BLOCK - (uint32_t)sizeof(chunk)) / 48u) * 48u)
+#define MIN_ZONE_CHUNK_BYTES 192u /* 16 narrow zones (sparse zones, 2^33 ticks apart, each need
+                                     a chunk) */
 /* Stores with at least this budget that already hold SLAB_AFTER bytes take their full zone
  * chunks from slabs. What the slabs hold beyond the chunks (not counted in the budget: the
  * current slab's unused rest, < 2 MiB, and one emptied spare slab, 2 MiB) is then at most 4 MiB,
@@ -34,10 +36,16 @@
 /* How far back (zones) the store looks for the parent of a tree that follows a lost packet. */
 #define ORPHAN_PARENT_SCAN 64
 
-/* A stored zone: 16 bytes (relay_core.h, tmk__tap_zrec: the history tap receives runs of them
- * as they are). Start is relative to the chunk's base tick (a chunk ends when a zone does not fit
- * in 32 signed bits), duration has 48 bits of ticks. */
+/* A stored zone is a record of 12 bytes (narrow, tmk__tap_nrec) or 16 (wide, tmk__tap_zrec),
+ * the same kind throughout a chunk (relay_core.h; the history tap receives runs of them as they
+ * are). Start is relative to the chunk's base tick (a chunk ends when a zone does not fit in 32
+ * signed bits). A narrow record holds a duration below 2^32 ticks, a site below 2^20 and 4 bits
+ * of flags: nearly every zone. A zone that does not fit goes into a wide chunk (48 bits of
+ * duration, 32 of site, 8 of flags), and the zones after it too until that chunk is full. */
 typedef tmk__tap_zrec zrec;
+typedef tmk__tap_nrec nrec;
+#define ZN ((uint32_t)sizeof(nrec))
+#define ZW ((uint32_t)sizeof(zrec))
 
 /* A stored event: this header, then an 8-byte value for plots, then text; padded to 4 bytes. */
 typedef struct erec {
@@ -68,7 +76,8 @@ struct chunk {
   uint64_t base; /* ticks */
   uint64_t tmin, tmax;
   uint32_t count, used, cap;
-  uint32_t kind;
+  uint16_t kind;
+  uint16_t rec; /* zones: bytes a record (ZN or ZW) */
   tmk__slab* slab; /* the slab holding it, NULL when malloc'd */
   _Alignas(8) uint8_t data[];
 };
@@ -363,7 +372,8 @@ static int make_room(tmk__store* st, size_t need) {
   return st->mem + need > st->budget ? TMK_ENOSPC : 0;
 }
 
-static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, uint64_t base) {
+static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, uint64_t base,
+                        uint32_t rec) {
   size_t need = sizeof(chunk) + cap;
   make_room(st, need); /* a chunk is always allowed: it is what eviction frees next */
   tmk__slab* from = NULL;
@@ -378,7 +388,8 @@ static chunk* new_chunk(tmk__store* st, thread* t, uint32_t kind, uint32_t cap, 
   series* s = kind == CK_ZONES ? &t->zones : &t->events;
   c->owner = (uint32_t)(t - st->threads);
   c->serial = ++st->next_serial;
-  c->kind = kind;
+  c->kind = (uint16_t)kind;
+  c->rec = (uint16_t)rec;
   c->cap = cap;
   c->base = base;
   c->tmin = UINT64_MAX;
@@ -486,20 +497,36 @@ int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* 
 /* ---------------------------------------------------------------------------------------------
  * Appending
  * ------------------------------------------------------------------------------------------- */
-/* Starts t's next zone chunk at time `start`. A series that fills its chunks gets bigger ones
- * (doubling up to ZONE_CHUNK_CAP bytes); one that starts chunks because its zones are far apart in
- * time keeps them small (16 zones, 320 bytes). Returns NULL when out of memory. */
-static chunk* next_zone_chunk(tmk__store* st, thread* t, uint64_t start) {
+/* Starts t's next zone chunk at time `start`, of records of `rec` bytes. A series that fills its
+ * chunks gets bigger ones (doubling up to ZONE_CHUNK_CAP bytes); one that starts chunks because
+ * its zones are far apart in time keeps them small (MIN_ZONE_CHUNK_BYTES). Returns NULL when out
+ * of memory. */
+static chunk* next_zone_chunk(tmk__store* st, thread* t, uint64_t start, uint32_t rec) {
   chunk* c = t->zones.tail;
-  uint32_t cap = MIN_ZONES_PER_CHUNK * sizeof(zrec);
-  if (c && c->count * sizeof(zrec) == c->cap)
+  uint32_t cap = MIN_ZONE_CHUNK_BYTES;
+  if (c && c->count * c->rec == c->cap)
     cap = c->cap * 2 > ZONE_CHUNK_CAP ? ZONE_CHUNK_CAP : c->cap * 2;
-  return new_chunk(st, t, CK_ZONES, cap, start);
+  return new_chunk(st, t, CK_ZONES, cap, start, rec);
 }
 
-/* Writes one stored zone (dur already clamped to 48 bits, depth to 255): on a little-endian host
- * as two 8-byte words (start_off | dur_lo, site | dur_hi | depth | flags), which is its layout
- * (relay_clickhouse.c checks the offsets), else field by field. */
+/* 1 when a narrow record holds the zone (dur already clamped to 48 bits, depth to 255). */
+static inline int narrow_fits(uint64_t dur, uint32_t sid, uint32_t flags) {
+  return !(dur >> 32) && sid < (1u << 20) && flags < 16;
+}
+
+/* The chunk t's next zone goes into: the tail while it has room, `start` fits its base and, for
+ * a zone only a wide record holds (`wide`), its records are wide; else a new chunk (wide ones
+ * for such a zone). Returns NULL when out of memory. */
+static chunk* zone_chunk(tmk__store* st, thread* t, uint64_t start, int wide) {
+  chunk* c = t->zones.tail;
+  if (c && c->count * c->rec < c->cap && fits_off(start, c->base) && (c->rec == ZW || !wide))
+    return c;
+  return next_zone_chunk(st, t, start, wide ? ZW : ZN);
+}
+
+/* Writes one wide record (dur already clamped to 48 bits, depth to 255): on a little-endian
+ * host as two 8-byte words (start_off | dur_lo, site | dur_hi | depth | flags), which is its
+ * layout (relay_clickhouse.c checks the offsets), else field by field. */
 static inline void put_zrec(zrec* z, uint64_t off, uint64_t dur, uint32_t sid, uint32_t depth8,
                             uint32_t flags) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -519,83 +546,159 @@ static inline void put_zrec(zrec* z, uint64_t off, uint64_t dur, uint32_t sid, u
 #endif
 }
 
+/* Writes one narrow record (narrow_fits): on a little-endian host as an 8-byte word (start_off |
+ * dur) and a 4-byte one, else field by field. */
+static inline void put_nrec(void* z, uint64_t off, uint64_t dur, uint32_t sid, uint32_t depth8,
+                            uint32_t flags) {
+  const uint32_t sdf = sid | depth8 << 20 | flags << 28;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const uint64_t w = (uint32_t)off | dur << 32;
+  memcpy(z, &w, 8);
+  memcpy((uint8_t*)z + 8, &sdf, 4);
+#else
+  nrec r;
+  r.start_off = (int32_t)(int64_t)off;
+  r.dur = (uint32_t)dur;
+  r.sdf = sdf;
+  memcpy(z, &r, sizeof r);
+#endif
+}
+
+/* A stored zone, read back from record i of chunk c: start in ticks. */
+typedef struct zget {
+  uint64_t start, dur;
+  uint32_t site;
+  uint8_t depth, flags;
+} zget;
+
+static inline zget get_zone(const chunk* c, uint32_t i) {
+  const uint8_t* p = c->data + (size_t)i * c->rec;
+  zget g;
+  if (c->rec == ZN) {
+    nrec r;
+    memcpy(&r, p, sizeof r);
+    g.start = c->base + (uint64_t)(int64_t)r.start_off;
+    g.dur = r.dur;
+    g.site = r.sdf & 0xFFFFFu;
+    g.depth = (uint8_t)(r.sdf >> 20);
+    g.flags = (uint8_t)(r.sdf >> 28);
+  } else {
+    zrec r;
+    memcpy(&r, p, sizeof r);
+    g.start = c->base + (uint64_t)(int64_t)r.start_off;
+    g.dur = (uint64_t)r.dur_lo | (uint64_t)r.dur_hi << 32;
+    g.site = r.site;
+    g.depth = r.depth;
+    g.flags = r.flags;
+  }
+  return g;
+}
+
 static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur,
                            uint32_t site_id, uint32_t depth, uint32_t flags) {
-  chunk* c = t->zones.tail;
-  if (!c || c->count * sizeof(zrec) == c->cap || !fits_off(start, c->base)) {
-    c = next_zone_chunk(st, t, start);
-    if (!c) return TMK_ENOMEM;
-  }
   if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-  zrec* z = (zrec*)(void*)c->data + c->count++;
-  put_zrec(z, start - c->base, dur, site_id, depth > 255 ? 255 : depth, flags & 0xFFu);
+  flags &= 0xFFu;
+  chunk* c = zone_chunk(st, t, start, !narrow_fits(dur, site_id, flags));
+  if (!c) return TMK_ENOMEM;
+  uint8_t* z = c->data + (size_t)c->count++ * c->rec;
+  const uint32_t depth8 = depth > 255 ? 255 : depth;
+  if (c->rec == ZN) put_nrec(z, start - c->base, dur, site_id, depth8, flags);
+  else put_zrec((zrec*)(void*)z, start - c->base, dur, site_id, depth8, flags);
   if (start < c->tmin) c->tmin = start;
   if (start + dur > c->tmax) c->tmax = start + dur;
   note_time(st, start, start + dur);
   st->zones++;
   if (st->ring) live_zone(st, t->id, start, dur, site_id, depth, flags);
-  if (st->tap.zones) st->tap.zones(st->tap.ud, t->id, c->base, st->freq, z, 1);
+  if (st->tap.zones) st->tap.zones(st->tap.ud, t->id, c->base, st->freq, z, 1, c->rec);
   return 0;
 }
 
-/* Stores n decoded zones of thread t: the chunk's bookkeeping (count, time range, the store's
- * time range and zone count) is updated once per chunk, not once per zone. Returns 0 or
- * TMK_ENOMEM. */
+#if defined(__GNUC__) || defined(__clang__)
+#define STORE_INLINE static inline __attribute__((always_inline))
+#else
+#define STORE_INLINE static inline
+#endif
+
+/* Writes one zone as a record of `rec` bytes (a narrow one: narrow_fits); dur is clamped to the
+ * 48 bits of a wide record here. Returns the duration stored. */
+STORE_INLINE uint64_t put_rec(uint8_t* z, const uint32_t rec, uint64_t off, uint64_t dur,
+                              uint32_t sid, uint32_t depth) {
+  if (rec == ZN) {
+    put_nrec(z, off, dur, sid, depth > 255 ? 255 : depth, 0);
+  } else {
+    if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
+    put_zrec((zrec*)(void*)z, off, dur, sid, depth > 255 ? 255 : depth, 0);
+  }
+  return dur;
+}
+
+/* Writes the zones q[0..lim) into chunk c from record c->count on, records of `rec` bytes (a
+ * constant where it is inlined, so that each kind gets a loop of its own): q[0] in any case (it
+ * fits the chunk), the later ones while their start fits the chunk's base, their site is cached
+ * (or 0) and, in a narrow chunk, a narrow record holds them. Widens [*lo, *hi] to their times.
+ * Returns how many it wrote. */
+STORE_INLINE uint32_t put_run(const chunk* c, const uint32_t rec, const uint32_t* cache,
+                              const tmk_proto_zone* q, uint32_t lim, uint64_t* lo, uint64_t* hi) {
+  /* In locals: the stores below may alias anything, which would reload these from memory
+   * every zone. */
+  const uint64_t base = c->base;
+  uint8_t* zp = (uint8_t*)c->data + (size_t)c->count * rec;
+  uint64_t l = *lo, h = *hi;
+  const uint64_t start0 = q[0].start;
+  const uint64_t dur0 = put_rec(zp, rec, start0 - base, q[0].duration, q[0].site, q[0].depth);
+  if (start0 < l) l = start0;
+  if (start0 + dur0 > h) h = start0 + dur0;
+  const tmk_proto_zone* zq = q + 1;
+  /* the first zone's site is in the table (reference_site), and so is every later one that the
+   * cache holds; else the site table is full, and the first zone goes in alone */
+  if (cache[q[0].site & 255] == q[0].site || !q[0].site) {
+    const tmk_proto_zone* const zend = q + lim;
+    for (zp += rec; zq < zend; zq++, zp += rec) {
+      const uint64_t start = zq->start, off = start - base;
+      uint64_t dur = zq->duration;
+      const uint32_t sid = zq->site;
+      if ((int64_t)(int32_t)off != (int64_t)off) break;    /* fits_off: else a new chunk */
+      if (cache[sid & 255] != sid && sid) break;           /* reference_site first */
+      if (rec == ZN && ((dur >> 32) | (sid >> 20))) break; /* only a wide record holds it */
+      dur = put_rec(zp, rec, off, dur, sid, zq->depth);
+      if (start < l) l = start;
+      if (start + dur > h) h = start + dur;
+    }
+  }
+  *lo = l;
+  *hi = h;
+  return (uint32_t)(zq - q);
+}
+
+/* Stores n decoded zones of thread t a run at a time: the chunk's bookkeeping (count, time
+ * range, the store's time range and zone count) is updated once per run, not once per zone.
+ * Returns 0 or TMK_ENOMEM. */
 static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t n) {
   size_t i = 0;
   while (i < n) {
     /* The site of the zone at i first (its cache entry, or the table): a site table that grows
-     * makes room by evicting chunks, which may be the chunk about to be filled. The loop below
-     * stops at a zone whose site is not cached, so that it comes back here. */
+     * makes room by evicting chunks, which may be the chunk about to be filled. The run stops
+     * at a zone whose site is not cached, so that it comes back here. */
     reference_site(st, zs[i].site);
-    chunk* c = t->zones.tail;
-    uint64_t first = zs[i].start;
-    if (!c || c->count * sizeof(zrec) == c->cap || !fits_off(first, c->base)) {
-      c = next_zone_chunk(st, t, first);
-      if (!c) return TMK_ENOMEM;
-    }
-    zrec* z = (zrec*)(void*)c->data + c->count;
-    /* In locals: the stores below may alias anything, which would reload these from memory
-     * every zone. */
-    const uint64_t base = c->base;
-    const uint32_t* cache = st->site_cache;
     const tmk_proto_zone* q = zs + i;
+    const uint64_t d0 = q[0].duration > 0xFFFFFFFFFFFFull ? 0xFFFFFFFFFFFFull : q[0].duration;
+    chunk* c = zone_chunk(st, t, q[0].start, !narrow_fits(d0, q[0].site, 0));
+    if (!c) return TMK_ENOMEM;
     uint64_t lo = c->tmin, hi = c->tmax;
-    const uint32_t room = (uint32_t)(c->cap / sizeof(zrec)) - c->count;
+    const uint32_t room = c->cap / c->rec - c->count;
     const uint32_t lim = n - i < room ? (uint32_t)(n - i) : room;
-    uint32_t k = 1;
-    const uint64_t start0 = q[0].start;
-    uint64_t dur0 = q[0].duration;
-    if (dur0 > 0xFFFFFFFFFFFFull) dur0 = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-    put_zrec(z, start0 - base, dur0, q[0].site, q[0].depth > 255 ? 255 : q[0].depth, 0);
-    if (start0 < lo) lo = start0;
-    if (start0 + dur0 > hi) hi = start0 + dur0;
-    if (cache[q[0].site & 255] == q[0].site || !q[0].site) {
-      /* the first zone's site is in the table (reference_site above), and so is every later
-       * one that the cache holds: the zones that follow go in while theirs are cached */
-      const tmk_proto_zone* zq = q + 1;
-      const tmk_proto_zone* const zend = q + lim;
-      zrec* zp = z + 1;
-      for (; zq < zend; zq++, zp++) {
-        const uint64_t start = zq->start, off = start - base;
-        uint64_t dur = zq->duration;
-        const uint32_t sid = zq->site, depth = zq->depth;
-        if ((int64_t)(int32_t)off != (int64_t)off) break; /* fits_off: else a new chunk */
-        if (cache[sid & 255] != sid && sid) break;        /* reference_site first */
-        if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull;
-        put_zrec(zp, off, dur, sid, depth > 255 ? 255 : depth, 0);
-        if (start < lo) lo = start;
-        if (start + dur > hi) hi = start + dur;
-      }
-      k = (uint32_t)(zq - q);
-    } /* else the site table is full: the first zone goes in all the same, alone */
+    const uint32_t k = c->rec == ZN ? put_run(c, ZN, st->site_cache, q, lim, &lo, &hi)
+                                    : put_run(c, ZW, st->site_cache, q, lim, &lo, &hi);
     i += k;
-    if (st->ring) /* followers: the live ring gets the same zones */
+    if (st->ring) /* followers: the live ring gets the same zones, as stored */
       for (uint32_t j = 0; j < k; j++)
-        live_zone(st, t->id, q[j].start, (uint64_t)z[j].dur_lo | (uint64_t)z[j].dur_hi << 32,
+        live_zone(st, t->id, q[j].start,
+                  q[j].duration > 0xFFFFFFFFFFFFull ? 0xFFFFFFFFFFFFull : q[j].duration,
                   q[j].site, q[j].depth, 0);
     /* history sink: the zones as stored, one call per run */
-    if (st->tap.zones && k) st->tap.zones(st->tap.ud, t->id, c->base, st->freq, z, k);
+    if (st->tap.zones)
+      st->tap.zones(st->tap.ud, t->id, c->base, st->freq,
+                    c->data + (size_t)c->count * c->rec, k, c->rec);
     c->count += k;
     c->tmin = lo;
     c->tmax = hi;
@@ -617,7 +720,7 @@ static int add_event(tmk__store* st, thread* t, tmk_relay_event* e, uint64_t tic
     uint32_t cap = MIN_EVENT_CHUNK_BYTES;
     if (c && c->used + need > c->cap)
       cap = c->cap * 2 > EVENT_CHUNK_BYTES ? EVENT_CHUNK_BYTES : c->cap * 2;
-    c = new_chunk(st, t, CK_EVENTS, cap, ticks);
+    c = new_chunk(st, t, CK_EVENTS, cap, ticks, 0);
     if (!c) return TMK_ENOMEM;
   }
   uint8_t* p = c->data + c->used;
@@ -862,11 +965,11 @@ static int stored_latest_at(const thread* t, uint32_t depth, uint64_t* s, uint64
   uint32_t left = ORPHAN_PARENT_SCAN;
   for (int k = 0; k < 2 && cs[k] && left; k++) {
     const chunk* c = cs[k];
-    const zrec* z = (const zrec*)(const void*)c->data;
     for (uint32_t i = c->count; i-- > 0 && left; left--) {
-      if (z[i].depth != d8 || (z[i].flags & TMK_RELAY_ZONE_MARKER)) continue;
-      *s = c->base + (uint64_t)(int64_t)z[i].start_off;
-      *e = *s + ((uint64_t)z[i].dur_lo | (uint64_t)z[i].dur_hi << 32);
+      const zget z = get_zone(c, i);
+      if (z.depth != d8 || (z.flags & TMK_RELAY_ZONE_MARKER)) continue;
+      *s = z.start;
+      *e = z.start + z.dur;
       return 1;
     }
   }
@@ -1053,11 +1156,10 @@ void tmk__store_fill_info(const tmk__store* st, tmk_relay_session_info* info) {
 
 /* A stored zone as the API gives it: times in ns. */
 static inline tmk_relay_zone stored_zone(const tmk__store* st, const thread* t, const chunk* c,
-                                         const zrec* z) {
-  uint64_t start = c->base + (uint64_t)(int64_t)z->start_off;
-  uint64_t dur = (uint64_t)z->dur_lo | ((uint64_t)z->dur_hi << 32);
-  uint64_t s_ns = to_ns(st, start), e_ns = to_ns(st, start + dur);
-  tmk_relay_zone o = {s_ns, e_ns - s_ns, t->id, z->site, z->depth, z->flags};
+                                         uint32_t i) {
+  const zget z = get_zone(c, i);
+  uint64_t s_ns = to_ns(st, z.start), e_ns = to_ns(st, z.start + z.dur);
+  tmk_relay_zone o = {s_ns, e_ns - s_ns, t->id, z.site, z.depth, z.flags};
   return o;
 }
 
@@ -1095,9 +1197,8 @@ int tmk__store_zone_scan(const tmk__store* st, tmk__zone_cursor* cur, const tmk_
       visited++;
       cur->serial = c->serial;
       if (c->tmax < k0 || c->tmin > k1) continue;
-      const zrec* z = (const zrec*)(const void*)c->data;
       for (uint32_t i = 0; i < c->count; i++) {
-        tmk_relay_zone out = stored_zone(st, t, c, &z[i]);
+        tmk_relay_zone out = stored_zone(st, t, c, i);
         if (out.start_ns + out.dur_ns < q->t0_ns || out.start_ns > t1) continue;
         if (fn(ud, &out)) return -1;
       }
@@ -1127,11 +1228,10 @@ int tmk__store_zones_slice(const tmk__store* st, const tmk_relay_query* q,
       if (c->serial > cur->serial) cur->pos = 0;
       cur->serial = c->serial;
       if (c->tmax < k0 || c->tmin > k1) continue;
-      const zrec* z = (const zrec*)(const void*)c->data;
       for (; cur->pos < c->count; cur->pos++) {
         if (n == cap || scanned == SLICE_SCAN_MAX) return (int)n;
         scanned++;
-        tmk_relay_zone o = stored_zone(st, t, c, &z[cur->pos]);
+        tmk_relay_zone o = stored_zone(st, t, c, cur->pos);
         if (o.start_ns + o.dur_ns < q->t0_ns || o.start_ns > t1) continue;
         if (o.dur_ns < q->min_dur_ns) continue;
         out[n++] = o;

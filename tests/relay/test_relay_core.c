@@ -669,6 +669,109 @@ static void test_store_query_slices(void** state) {
   tmk__store_free(st);
 }
 
+/* What a tap saw: the zones of every run, read back from narrow or wide records. */
+typedef struct tapped {
+  uint64_t start[4000], dur[4000];
+  uint32_t site[4000], depth[4000];
+  size_t n, narrow, wide;
+} tapped;
+static void tap_collect(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
+                        uint32_t n, uint32_t rec) {
+  tapped* t = ud;
+  (void)thread;
+  (void)freq;
+  assert_true(rec == sizeof(tmk__tap_nrec) || rec == sizeof(tmk__tap_zrec));
+  for (uint32_t i = 0; i < n && t->n < 4000; i++, t->n++) {
+    tmk__tap_zrec w;
+    if (rec == sizeof(tmk__tap_nrec)) {
+      tmk__tap_widen((const uint8_t*)recs + (size_t)i * rec, &w);
+      t->narrow++;
+    } else {
+      memcpy(&w, (const uint8_t*)recs + (size_t)i * rec, sizeof w);
+      t->wide++;
+    }
+    t->start[t->n] = base + (uint64_t)(int64_t)w.start_off;
+    t->dur[t->n] = w.dur_lo | (uint64_t)w.dur_hi << 32;
+    t->site[t->n] = w.site;
+    t->depth[t->n] = w.depth;
+  }
+}
+
+/* Zones that a narrow (12-byte) record cannot hold (a duration of 2^32 ticks or more, a site of
+ * 2^20 or more) go into wide chunks among narrow ones: every zone reads back as it went in, from
+ * a query and from the tap, and zones that fit are stored in 12 bytes. */
+static void test_store_narrow_and_wide_records(void** state) {
+  (void)state;
+  tmk__store* st = tmk__store_new(64 << 20);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  static uint8_t pk[TMK_PROTO_MAX_PACKET];
+  static uint8_t body[60000];
+  static tmk_proto_zone z[3000];
+  static tapped tap;
+  memset(&tap, 0, sizeof tap);
+  tmk__store_tap tp = {tap_collect, NULL, NULL, NULL, &tap};
+  tmk__store_set_tap(st, &tp);
+  uint64_t t = 1000000;
+  for (uint32_t i = 0; i < 3000; i++) {
+    z[i].start = t;
+    z[i].duration = 50 + i % 7;
+    z[i].site = 3 + i % 5;
+    z[i].depth = 0;
+    if (i % 97 == 5) z[i].duration = (1ull << 32) + i;   /* too long for a narrow record */
+    if (i % 89 == 7) z[i].site = (1u << 20) + i;          /* too big a site */
+    if (i == 1234) z[i].duration = 1ull << 50;             /* clamped to 48 bits */
+    if (i >= 2000 && i < 2400 && i % 2) z[i].site = 0xFFFFFFF0u - i; /* wide and narrow in turn */
+    t += z[i].duration + 10;
+  }
+  tmk_relay_session_info info;
+  for (uint32_t i = 0; i < 3000; i += 250) {
+    tmk_proto_writer w;
+    tmk_proto_writer_init(&w, body, sizeof body);
+    assert_true(tmk_proto_put_thread(&w, 9) >= 0);
+    assert_int_equal(tmk_proto_put_zones(&w, z + i, 250), 250);
+    int n = tmk_proto_finish(&w, 77, i / 250, pk, sizeof pk, NULL);
+    assert_true(n > 0);
+    assert_int_equal(tmk__store_packet(st, pk, (size_t)n, scratch), 250);
+  }
+  static zlist back;
+  back.n = 0;
+  tmk_relay_query q;
+  memset(&q, 0, sizeof q);
+  q.thread = -1;
+  q.limit = 1000000;
+  tmk__store_zones(st, &q, list_zone, &back);
+  assert_int_equal(back.n, 3000);
+  assert_int_equal(tap.n, 3000);
+  assert_true(tap.narrow > 2000);
+  assert_true(tap.wide > 100);
+  for (uint32_t i = 0; i < 3000; i++) {
+    const uint64_t dur = z[i].duration > 0xFFFFFFFFFFFFull ? 0xFFFFFFFFFFFFull : z[i].duration;
+    assert_int_equal(back.z[i].start_ns, z[i].start); /* no HELLO: ns are ticks */
+    assert_int_equal(back.z[i].dur_ns, dur);
+    assert_int_equal(back.z[i].site, z[i].site);
+    assert_int_equal(back.z[i].depth, 0);
+    assert_int_equal(back.z[i].thread, 9);
+    assert_int_equal(tap.start[i], z[i].start);
+    assert_int_equal(tap.dur[i], dur);
+    assert_int_equal(tap.site[i], z[i].site);
+  }
+  /* zones that all fit: 12 bytes each, and a little for their chunks' headers */
+  tmk__store_free(st);
+  st = tmk__store_new(64 << 20);
+  uint64_t mem1 = 0;
+  for (uint64_t s = 0; s <= 20; s++) {
+    size_t n = make_thread_packet(pk, sizeof pk, s, 1, 1000, 100);
+    assert_int_equal(tmk__store_packet(st, pk, n, scratch), 1000);
+    memset(&info, 0, sizeof info);
+    tmk__store_fill_info(st, &info);
+    if (s == 0) mem1 = info.stats.mem_bytes; /* with the tables and decode buffers */
+  }
+  assert_int_equal(info.stats.zones, 21000);
+  assert_true(info.stats.mem_bytes - mem1 < 20000 * 13);
+  free(scratch);
+  tmk__store_free(st);
+}
+
 static void test_store_live_ring(void** state) {
   (void)state;
   tmk__store* st = tmk__store_new(64 << 20);
@@ -1054,6 +1157,7 @@ int main(void) {
       cmocka_unit_test(test_store_slabs_evict),
       cmocka_unit_test(test_store_slabs_reused_after_free),
       cmocka_unit_test(test_store_query_slices),
+      cmocka_unit_test(test_store_narrow_and_wide_records),
       cmocka_unit_test(test_store_live_ring),
       cmocka_unit_test(test_store_orphans_dropped),
       cmocka_unit_test(test_store_orphans_chain),
