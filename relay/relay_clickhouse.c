@@ -29,12 +29,15 @@
  * ============================================================================================= */
 enum {
   T_SESSIONS, T_SITES, T_THREADS, T_ZONES, T_FRAMES, T_PLOTS, T_MESSAGES,
-  T_ZONE_RUNS, /* Null table: runs of zones, expanded into `zones` by the view below */
+  T_ZONE_RUNS,   /* Null table: runs of wide (16-byte) records, from spill files of relays
+                    before zone_runs12; expanded into `zones` by k_zone_view */
+  T_ZONE_RUNS12, /* Null table: runs of narrow (12-byte) records, by k_zone_view12 */
   T_COUNT
 };
 
-static const char* const k_table[T_COUNT] = {"sessions", "sites",    "threads",  "zones",
-                                             "frames",   "plots",    "messages", "zone_runs"};
+static const char* const k_table[T_COUNT] = {"sessions", "sites",     "threads",
+                                             "zones",    "frames",    "plots",
+                                             "messages", "zone_runs", "zone_runs12"};
 
 static const char* const k_ddl[T_COUNT] = {
     "(day Date, session UInt64, relay String, program String, build String, label String, "
@@ -60,11 +63,14 @@ static const char* const k_ddl[T_COUNT] = {
     "(day Date, session UInt64, n UInt64, thread UInt32, site UInt32, time_ns UInt64, "
     "severity UInt8, verbosity UInt32, text String) "
     "ENGINE = ReplacingMergeTree PARTITION BY day ORDER BY (session, n)",
-    /* recs: the store's 16-byte zone records (relay_core.h tmk__tap_zrec, little-endian) of one
+    /* recs: the store's wide zone records (relay_core.h tmk__tap_zrec, little-endian) of one
      * thread; the zone recs[i] (i from 1) is row n0 + i - 1, starting at base + start_off ns;
      * rank: the session's place among the INSERT's sessions in id order (zone_order) */
     "(day Date, session UInt64, rank UInt8, thread UInt32, n0 UInt64, base UInt64, "
     "recs Array(FixedString(16))) ENGINE = Null",
+    /* the same with the store's narrow records (tmk__tap_nrec) */
+    "(day Date, session UInt64, rank UInt8, thread UInt32, n0 UInt64, base UInt64, "
+    "recs Array(FixedString(12))) ENGINE = Null",
 };
 
 /* Expands every zone_runs row into its zones rows, inside ClickHouse (ARRAY JOIN): the same
@@ -87,6 +93,20 @@ static const char k_zone_view[] =
     "toUInt8(bitShiftRight(reinterpretAsUInt64(substring(r, 9, 8)), 48)) AS depth, "
     "toUInt8(bitAnd(bitShiftRight(reinterpretAsUInt64(substring(r, 9, 8)), 56), 1)) AS marker "
     "FROM zone_runs ARRAY JOIN recs AS r, arrayEnumerate(recs) AS i "
+    "ORDER BY bitOr(bitOr(bitShiftLeft(toUInt64(rank), 56), "
+    "bitShiftLeft(bitAnd(toUInt64(site), 1048575), 36)), bitAnd(n, 68719476735))";
+
+/* The same for zone_runs12: a narrow record is a little-endian UInt64 (start_off, dur) and a
+ * UInt32 (site in bits 0-19, depth in 20-27, flags in 28-31). */
+static const char k_zone_view12[] =
+    "CREATE MATERIALIZED VIEW IF NOT EXISTS zones_from_runs12 TO zones AS SELECT day, session, "
+    "toUInt64(n0 + i - 1) AS n, thread, "
+    "bitAnd(reinterpretAsUInt32(substring(r, 9, 4)), 1048575) AS site, "
+    "base + toUInt64(toInt32(reinterpretAsUInt64(r))) AS start_ns, "
+    "bitShiftRight(reinterpretAsUInt64(r), 32) AS dur_ns, "
+    "toUInt8(bitShiftRight(reinterpretAsUInt32(substring(r, 9, 4)), 20)) AS depth, "
+    "toUInt8(bitAnd(bitShiftRight(reinterpretAsUInt32(substring(r, 9, 4)), 28), 1)) AS marker "
+    "FROM zone_runs12 ARRAY JOIN recs AS r, arrayEnumerate(recs) AS i "
     "ORDER BY bitOr(bitOr(bitShiftLeft(toUInt64(rank), 56), "
     "bitShiftLeft(bitAnd(toUInt64(site), 1048575), 36)), bitAnd(n, 68719476735))";
 
@@ -152,18 +172,23 @@ static void put_str(chbuf* b, const char* s, size_t n) {
 }
 static void put_cstr(chbuf* b, const char* s) { put_str(b, s, strlen(s)); }
 
-/* Zones whose ticks are ns (every run with freq 0 or 1 GHz) are staged as `zone_runs` rows:
- * a header, then the store's records exactly as the tap hands them over (one memcpy; ClickHouse
- * decodes them, k_zone_view). Zones of other timers are converted here into `zones` rows. */
+/* Zones whose ticks are ns (every run with freq 0 or 1 GHz) in the store's narrow records are
+ * staged as `zone_runs12` rows: a header, then the records exactly as the tap hands them over
+ * (one memcpy; ClickHouse decodes them, k_zone_view12). Zones of other timers, and runs of wide
+ * records, are converted here into `zones` rows. `zone_runs` rows (wide records, k_zone_view)
+ * come only from spill files of earlier relays. */
 _Static_assert(sizeof(tmk__tap_zrec) == 16 && offsetof(tmk__tap_zrec, dur_lo) == 4 &&
                    offsetof(tmk__tap_zrec, site) == 8 && offsetof(tmk__tap_zrec, dur_hi) == 12 &&
                    offsetof(tmk__tap_zrec, depth) == 14 && offsetof(tmk__tap_zrec, flags) == 15,
                "k_zone_view reads tmk__tap_zrec at these offsets");
 _Static_assert(TMK_RELAY_ZONE_MARKER == 1, "k_zone_view tests bit 0 of flags");
+_Static_assert(sizeof(tmk__tap_nrec) == 12 && offsetof(tmk__tap_nrec, dur) == 4 &&
+                   offsetof(tmk__tap_nrec, sdf) == 8,
+               "k_zone_view12 reads tmk__tap_nrec at these offsets");
 
 #define ZONE_ROW 44 /* bytes of one zones row in RowBinary; batches are sized in these */
-#define RUN_FIXED 31 /* bytes of a zone_runs row before its record count */
-#define RUN_HEAD 36  /* most bytes of a zone_runs row before its records (5-byte count) */
+#define RUN_FIXED 31 /* bytes of a zone runs row before its record count */
+#define RUN_HEAD 36  /* most bytes of a zone runs row before its records (5-byte count) */
 
 /* ticks are ns: no conversion */
 static inline int run_exact(uint64_t freq) { return freq == 0 || freq == 1000000000ull; }
@@ -190,7 +215,7 @@ static void put_zone_row(uint8_t* p, uint16_t day, uint64_t sid, uint32_t thread
 
 typedef struct batch {
   chbuf seg[T_COUNT]; /* RowBinary rows per table */
-  uint32_t rows[T_COUNT]; /* rows each table gets (zone_runs: the zones rows they make) */
+  uint32_t rows[T_COUNT]; /* rows each table gets (zone runs: the zones rows they make) */
   uint32_t done;       /* bit per table: already accepted by ClickHouse */
   uint64_t first_ms;   /* when its first row was staged */
   uint64_t total_rows;
@@ -205,7 +230,7 @@ typedef struct batch {
   uint8_t seen[255];
   uint32_t nrs, last_rs;
   int by_arrival;
-  /* [loop, then sink] where each staged zone_runs row's rank byte is, so that rewriting them
+  /* [loop, then sink] where each staged zone_runs12 row's rank byte is, so that rewriting them
    * does not walk the rows (a miss a row, each waiting for the one before); roff_oom: the index
    * could not grow, walk instead */
   uint32_t* roff;
@@ -243,7 +268,7 @@ static size_t batch_held(const batch* b) {
 
 /* Zones rows the batch makes, either way. */
 static uint64_t batch_zones(const batch* b) {
-  return (uint64_t)b->rows[T_ZONES] + b->rows[T_ZONE_RUNS];
+  return (uint64_t)b->rows[T_ZONES] + b->rows[T_ZONE_RUNS] + b->rows[T_ZONE_RUNS12];
 }
 
 /* =============================================================================================
@@ -362,11 +387,13 @@ static int http_post(tmk__ch* ch, const char* sql, const uint8_t* body, size_t b
 const tmk__ch_endpoint* tmk__ch_endpoint_of(const tmk__ch* ch) { return &ch->ep; }
 
 /* ---------------------------------------------------------------------------------------------
- * Spill files: "TMKCH002", then per table: u8 table (T_*), u32 rows, u32 bytes, RowBinary rows;
+ * Spill files: "TMKCH003", then per table: u8 table (T_*), u32 rows, u32 bytes, RowBinary rows;
  * then a CRC-32C of everything before it. Written to NAME.tmp and renamed, so a file is whole or
- * absent. "TMKCH001" files (relays before zone_runs: tables 0..6 only) are read the same way.
+ * absent. "TMKCH002" files (relays before zone_runs12: tables 0..7) and "TMKCH001" files (before
+ * zone_runs: tables 0..6) are read the same way.
  * ------------------------------------------------------------------------------------------- */
-#define SPILL_MAGIC "TMKCH002"
+#define SPILL_MAGIC "TMKCH003"
+#define SPILL_MAGIC_V2 "TMKCH002"
 #define SPILL_MAGIC_V1 "TMKCH001"
 
 static int spill_write(tmk__ch* ch, batch* b, uint64_t seq, uint64_t* size, int sync) {
@@ -418,9 +445,13 @@ static batch* spill_read(const char* path, const char** why) {
   size_t n = (size_t)sb.st_size;
   uint32_t crc;
   memcpy(&crc, d + n - 4, 4);
-  int v1 = memcmp(d, SPILL_MAGIC_V1, 8) == 0;
-  *why = "is not a spill file of a format this relay reads (TMKCH001, TMKCH002)";
-  if (!v1 && memcmp(d, SPILL_MAGIC, 8) != 0) goto out;
+  /* the tables a file of its version may hold */
+  const int tables = memcmp(d, SPILL_MAGIC, 8) == 0      ? T_COUNT
+                     : memcmp(d, SPILL_MAGIC_V2, 8) == 0 ? T_ZONE_RUNS12
+                     : memcmp(d, SPILL_MAGIC_V1, 8) == 0 ? T_ZONE_RUNS
+                                                         : 0;
+  *why = "is not a spill file of a format this relay reads (TMKCH001, TMKCH002, TMKCH003)";
+  if (!tables) goto out;
   *why = "is corrupt (checksum or framing)";
   if (tmk__crc32c(0, d, n - 4) != crc) goto out;
   b = calloc(1, sizeof *b);
@@ -432,7 +463,7 @@ static batch* spill_read(const char* path, const char** why) {
     memcpy(&rows, d + i + 1, 4);
     memcpy(&len, d + i + 5, 4);
     i += 9;
-    if (t >= (v1 ? T_ZONE_RUNS : T_COUNT) || len > n - 4 - i || b->rows[t]) {
+    if (t >= tables || len > n - 4 - i || b->rows[t]) {
       batch_free(b);
       b = NULL;
       goto out;
@@ -510,14 +541,17 @@ static int ensure_tables(tmk__ch* ch, char* err, size_t ecap) {
     rc = http_post(ch, "ALTER TABLE zones MODIFY COLUMN depth UInt8", NULL, 0, 0, NULL, 0, err,
                    ecap);
   free(type.p);
-  /* the view that turns zone_runs into zones rows; databases of earlier relays get it here */
+  /* the views that turn zone runs into zones rows; databases of earlier relays get them here */
   if (rc == 0) rc = http_post(ch, k_zone_view, NULL, 0, 0, NULL, 0, err, ecap);
+  if (rc == 0) rc = http_post(ch, k_zone_view12, NULL, 0, 0, NULL, 0, err, ecap);
   return rc ? -1 : 0;
 }
 
-/* Walks the zone_runs rows in p: calls fn on the session id and rank byte of each. Returns -1
- * when the rows do not parse (then they are sent as they are; ClickHouse judges them). */
-static int each_run(uint8_t* p, size_t len, void (*fn)(void*, uint64_t, uint8_t*), void* ud) {
+/* Walks the zone runs rows in p, records of `rec` bytes: calls fn on the session id and rank
+ * byte of each. Returns -1 when the rows do not parse (then they are sent as they are;
+ * ClickHouse judges them). */
+static int each_run(uint8_t* p, size_t len, size_t rec, void (*fn)(void*, uint64_t, uint8_t*),
+                    void* ud) {
   size_t i = 0;
   while (i < len) {
     if (len - i < RUN_FIXED + 1) return -1;
@@ -530,9 +564,9 @@ static int each_run(uint8_t* p, size_t len, void (*fn)(void*, uint64_t, uint8_t*
       count |= (uint64_t)(p[j] & 0x7f) << shift;
       if (!(p[j++] & 0x80)) break;
     }
-    if (count > (len - j) / sizeof(tmk__tap_zrec)) return -1;
+    if (count > (len - j) / rec) return -1;
     fn(ud, sid, rank);
-    i = j + (size_t)count * sizeof(tmk__tap_zrec);
+    i = j + (size_t)count * rec;
   }
   return 0;
 }
@@ -572,14 +606,16 @@ static void rank_map(void* ud, uint64_t sid, uint8_t* rank) {
   *rank = ((const uint8_t*)ud)[*rank];
 }
 
-/* Gives every zone_runs row its session's rank in id order (k_zone_view's ORDER BY), nothing
- * per zone. A batch staged here knows its sessions (b->rsid, rank bytes = their indexes): when
- * they came in id order the bytes already are the ranks, else one walk over the run headers maps
- * them; a batch read from a spill file takes two walks (collect, sort, set). Then the rank
- * bytes are ranks: sending again recomputes them from the ids. [sink thread, owns the batch] */
-static void zone_order(batch* b) {
-  chbuf* runs = &b->seg[T_ZONE_RUNS];
-  if (b->by_arrival) {
+/* Gives every row of zone runs table t its session's rank in id order (the views' ORDER BY),
+ * nothing per zone. A batch staged here (its runs all in zone_runs12) knows its sessions
+ * (b->rsid, rank bytes = their indexes): when they came in id order the bytes already are the
+ * ranks, else one walk over the run headers maps them; a batch read from a spill file takes two
+ * walks (collect, sort, set). Then the rank bytes are ranks: sending again recomputes them from
+ * the ids. [sink thread, owns the batch] */
+static void zone_order(batch* b, int t) {
+  chbuf* runs = &b->seg[t];
+  const size_t rec = t == T_ZONE_RUNS12 ? sizeof(tmk__tap_nrec) : sizeof(tmk__tap_zrec);
+  if (b->by_arrival && t == T_ZONE_RUNS12) {
     b->by_arrival = 0;
     uint8_t map[256];
     int same = 1;
@@ -592,7 +628,7 @@ static void zone_order(batch* b) {
     for (uint32_t k = b->nrs; k < 256; k++) map[k] = 255;
     if (same) return;
     if (b->roff_oom) {
-      each_run(runs->p, runs->len, rank_map, map);
+      each_run(runs->p, runs->len, rec, rank_map, map);
       return;
     }
     uint8_t* p = runs->p;
@@ -601,9 +637,9 @@ static void zone_order(batch* b) {
   }
   zorder z;
   z.n = 0;
-  if (each_run(runs->p, runs->len, zorder_add, &z)) return;
+  if (each_run(runs->p, runs->len, rec, zorder_add, &z)) return;
   qsort(z.sid, z.n, sizeof z.sid[0], u64_cmp);
-  each_run(runs->p, runs->len, zorder_set, &z);
+  each_run(runs->p, runs->len, rec, zorder_set, &z);
 }
 
 /* Sends every table of the batch not yet accepted. Returns 0 when all are in. */
@@ -613,7 +649,7 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     char sql[96];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
     size_t len = b->seg[t].len;
-    if (t == T_ZONE_RUNS) zone_order(b);
+    if (t == T_ZONE_RUNS || t == T_ZONE_RUNS12) zone_order(b, t);
     /* a staging buffer (mapped: its own pages) is lent to the kernel, not copied into the
      * socket; after a failure its pages may still be on their way, so it is never reused */
     const int lend = b->seg[t].mapped != 0;
@@ -869,8 +905,8 @@ static batch* stage(tmk__ch* ch) {
     ch->stage->nrs = ch->nseed;
     ch->stage->last_rs = 0;
     /* room for a full batch of zone runs up front: no reallocs (untouched pages cost nothing) */
-    if (!ch->stage->seg[T_ZONE_RUNS].cap)
-      buf_map(&ch->stage->seg[T_ZONE_RUNS], ch->batch_bytes + 65536,
+    if (!ch->stage->seg[T_ZONE_RUNS12].cap)
+      buf_map(&ch->stage->seg[T_ZONE_RUNS12], ch->batch_bytes + 65536,
               ch->queue_max >= HUGE_STAGING);
   }
   return ch->stage;
@@ -941,7 +977,7 @@ static void seal_zones(tmk__ch* ch) {
     return;
   }
   for (int t = 0; t < T_COUNT; t++) {
-    if (t == T_ZONES || t == T_ZONE_RUNS || !b->rows[t]) continue;
+    if (t == T_ZONES || t == T_ZONE_RUNS || t == T_ZONE_RUNS12 || !b->rows[t]) continue;
     chbuf tmp = nb->seg[t];
     nb->seg[t] = b->seg[t];
     b->seg[t] = tmp;
@@ -1001,8 +1037,9 @@ static inline void note_run(batch* b, size_t off) {
   b->roff[b->nroff++] = (uint32_t)off;
 }
 
-/* [loop] A run of zones of one thread: a zone_runs row (header + the store's records, one
- * memcpy) when its ticks are ns, else zones rows converted here. */
+/* [loop] A run of zones of one thread: a zone_runs12 row (header + the store's narrow records,
+ * one memcpy) when its ticks are ns, else (another timer, or the store's rare wide records)
+ * zones rows converted here. */
 static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, const void* recs,
                       uint32_t n, uint32_t rec) {
   tmk__ch_sess* cs = ud;
@@ -1012,10 +1049,10 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
   uint64_t n0 = cs->zones;
   cs->zones += n;
   b->total_rows += n;
-  if (run_exact(freq)) {
-    b->rows[T_ZONE_RUNS] += n;
-    chbuf* o = &b->seg[T_ZONE_RUNS];
-    size_t rec_bytes = (size_t)n * sizeof(tmk__tap_zrec);
+  if (run_exact(freq) && rec == sizeof(tmk__tap_nrec)) {
+    b->rows[T_ZONE_RUNS12] += n;
+    chbuf* o = &b->seg[T_ZONE_RUNS12];
+    size_t rec_bytes = (size_t)n * rec;
     buf_populate(o, RUN_HEAD + rec_bytes);
     if (buf_room(o, RUN_HEAD + rec_bytes)) { /* else counted as dropped when sealed */
       uint8_t* p = o->p + o->len;
@@ -1030,12 +1067,7 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
       uint32_t x = n;
       for (; x > 0x7f; x >>= 7) *p++ = (uint8_t)(x | 0x80);
       *p++ = (uint8_t)x;
-      if (rec == sizeof(tmk__tap_zrec)) {
-        memcpy(p, recs, rec_bytes);
-      } else { /* narrow records: staged wide, as zone_runs takes them */
-        const uint8_t* r = recs;
-        for (uint32_t k = 0; k < n; k++, r += rec) tmk__tap_widen(r, p + (size_t)k * 16);
-      }
+      memcpy(p, recs, rec_bytes);
       o->len = (size_t)(p + rec_bytes - o->p);
     }
   } else {
@@ -1051,8 +1083,8 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
       }
     }
   }
-  if (batch_zones(b) * ZONE_ROW >= ch->batch_bytes || b->seg[T_ZONE_RUNS].len >= ch->batch_bytes ||
-      b->seg[T_ZONES].len >= ch->batch_bytes)
+  if (batch_zones(b) * ZONE_ROW >= ch->batch_bytes ||
+      b->seg[T_ZONE_RUNS12].len >= ch->batch_bytes || b->seg[T_ZONES].len >= ch->batch_bytes)
     seal_zones(ch);
 }
 

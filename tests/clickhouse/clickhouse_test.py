@@ -8,14 +8,16 @@ test in a temporary directory on free ports (chserver.py). Cases:
              senders, each claiming its own file), each once
   history    the relay's history queries (/api/history/*) on that data
   timers     zones of a 24 MHz timer (converted by the relay), of a session without HELLO (ticks
-             as ns) and of a ns timer (expanded by ClickHouse from zone_runs) all equal the
-             relay's own zones field by field
+             as ns) and of a ns timer (expanded by ClickHouse from zone_runs12), and zones too
+             long for the store's narrow record (sent as zones rows), all equal the relay's own
+             zones field by field
   stall      ClickHouse stopped (SIGSTOP) while a batch is sent to it: the batch counts as
              pending (a script waiting for batches_pending == 0 must not go on), nothing counts
              as sent; once it runs again every zone is there exactly once
   upgrade    a database and a spill directory left by an earlier relay: its tables get the
-             zone_runs view and keep working, a TMKCH001 spill file is sent, a file of an unknown
-             format is renamed .bad with a logged error
+             zone_runs and zone_runs12 views and keep working, a TMKCH001 spill file and a
+             TMKCH002 one (16-byte zone_runs records) are sent, a file of an unknown format is
+             renamed .bad with a logged error
   bad_answers (no clickhouse-server: the stand-in) a ClickHouse that answers 500, bytes that
              are not HTTP, closes at once, sends an 8 MiB error, a 200 cut short, or trickles
              its answer a byte at a time: each a counted error with a
@@ -31,13 +33,14 @@ test in a temporary directory on free ports (chserver.py). Cases:
              batches are kept, and every zone is accepted exactly once afterwards
   ranks      (no clickhouse-server: a stand-in that keeps every request) sessions streaming at
              once, in an order other than their ids', and one more joining midway with an id
-             between theirs: in every INSERT of zone_runs each session has one rank byte, and
+             between theirs: in every INSERT of zone_runs12 each session has one rank byte, and
              the ranks follow the session ids (the order k_zone_view's ORDER BY relies on);
              every zone the relay stored was sent once
 Usage: clickhouse_test.py CASE --bin DIR --tmp DIR [--relay telemark-relay-asan]"""
 import argparse
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -422,19 +425,22 @@ def case_timers():
     ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
     try:
         relay = Relay(ch.url(), os.path.join(TMP, "data"))
-        sids = [0x7100000000000001, 0x7100000000000002, 0x7100000000000003]
-        ps = [synth(relay, sids[0], 300, "--timer-freq", "24000000"),
+        sids = [0x7100000000000001, 0x7100000000000002, 0x7100000000000003, 0x7100000000000004]
+        ps = [synth(relay, sids[0], 300, "--timer-freq", "24000000", "--long-every", "7"),
               synth(relay, sids[1], 300, "--no-hello", "--no-bye"),
-              synth(relay, sids[2], 300)]
+              synth(relay, sids[2], 300),
+              synth(relay, sids[3], 300, "--long-every", "7")]
         for p in ps:
             eq(p.wait(60), 0, "synth exit")
-        want = wait_for(lambda: (lambda c: c if len(c) == 3 and all(c.values()) else None)(
-            relay_counts(relay)), 20, "three sessions with zones")
+        want = wait_for(lambda: (lambda c: c if len(c) == 4 and all(c.values()) else None)(
+            relay_counts(relay)), 20, "four sessions with zones")
         time.sleep(1.2)  # the open batch is sealed (500 ms)
         wait_for(lambda: drained(relay), 30, "sink drained")
         eq(ch_zones(ch), want, "zones per session")
         for sid in sids:
             check_rows(ch, relay, sid)
+        eq(ch.scalar(f"SELECT count() FROM zones FINAL WHERE session = {sids[3]} AND "
+                     "dur_ns >= 4294967296"), 300 // 7, "zones of 2^32 ns or more")
         freqs = {s["session_id"]: s.get("timer_freq") for s in relay.get("/api/sessions")}
         eq(freqs.get("%016x" % sids[0]), 24000000, "timer_freq of the 24 MHz session")
         s = relay.sink()
@@ -512,6 +518,12 @@ def case_upgrade():
         os.makedirs(spill)
         with open(os.path.join(spill, "00000000000000000001-000001.tmkch"), "wb") as f:
             f.write(spill_file(b"TMKCH001", [(3, 3, rows)]))
+        # a TMKCH002 file with a zone_runs row (table 7) of two 16-byte records of 0x72..03
+        v2_sid = 0x7200000000000003
+        recs = b"".join(struct.pack("<iIIHBB", 10 * n, 5 + n, 9, 1, n, n & 1) for n in range(2))
+        run = struct.pack("<HQBIQQB", 20000, v2_sid, 0, 6, 0, 2000, 2) + recs
+        with open(os.path.join(spill, "00000000000000000001-000003.tmkch"), "wb") as f:
+            f.write(spill_file(b"TMKCH002", [(7, 2, run)]))
         with open(os.path.join(spill, "00000000000000000002-000002.tmkch"), "wb") as f:
             f.write(spill_file(b"TMKCH999", [(3, 3, rows)]))
         relay = Relay(ch.url(), data)
@@ -522,7 +534,8 @@ def case_upgrade():
         time.sleep(1.2)
         wait_for(lambda: drained(relay), 30, "sink drained")
         eq(ch.scalar("SELECT count() FROM system.tables WHERE database = 'telemark' AND "
-                     "name IN ('zone_runs', 'zones_from_runs')"), 2, "zone_runs and its view")
+                     "name IN ('zone_runs', 'zones_from_runs', 'zone_runs12', "
+                     "'zones_from_runs12')"), 4, "zone_runs, zone_runs12 and their views")
         eq(ch.query("SELECT type FROM system.columns WHERE database = 'telemark' AND "
                     "table = 'zones' AND name = 'depth' FORMAT TSV").strip(), "UInt8",
            "zones.depth narrowed")
@@ -530,6 +543,10 @@ def case_upgrade():
                     f"WHERE session = {old_sid} ORDER BY n FORMAT TSV"),
            "".join(f"{n}\t5\t9\t{1000 + n * 10}\t7\t{n}\t{n & 1}\n" for n in range(3)),
            "rows of the TMKCH001 spill file")
+        eq(ch.query(f"SELECT n, thread, site, start_ns, dur_ns, depth, marker FROM zones FINAL "
+                    f"WHERE session = {v2_sid} ORDER BY n FORMAT TSV"),
+           "".join(f"{n}\t6\t9\t{2000 + 10 * n}\t{5 + n + (1 << 32)}\t{n}\t{n & 1}\n"
+                   for n in range(2)), "rows of the TMKCH002 spill file")
         eq(ch_zones(ch).get(sid), want[sid], "zones of the new session")
         check_rows(ch, relay, sid)
         eq(sorted(os.listdir(spill)), ["00000000000000000002-000002.tmkch.bad"],
@@ -616,9 +633,11 @@ class FakeClickHouse(socketserver.ThreadingTCPServer):
                     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" %
                                  (len(rows), rows))
                 elif mode in ("ok", "slow_query", "slow_read", "stuck"):
-                    if "INSERT%20INTO%20zone_runs" in path or "INSERT+INTO+zone_runs" in path:
+                    table = re.search(r"INSERT(?:%20|\+)INTO(?:%20|\+)(zone_runs\w*)", path)
+                    if table:  # (record bytes, body)
                         with fake.lock:
-                            fake.runs.append(body)
+                            fake.runs.append((12 if table.group(1) == "zone_runs12" else 16,
+                                              body))
                     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
                 elif mode == "error":
                     msg = b"Code: 241. DB::Exception: Memory limit (total) exceeded\n"
@@ -670,9 +689,9 @@ def stand_in(mode, rcvbuf=None):
         fake.server_close()
 
 
-def zone_runs_rows(body, with_n0=False):
-    """(session, rank, zones[, n0]) of each zone_runs row of a RowBinary body
-    (docs/CLICKHOUSE.md)."""
+def zone_runs_rows(rec, body, with_n0=False):
+    """(session, rank, zones[, n0]) of each zone_runs (rec 16) or zone_runs12 (rec 12) row of a
+    RowBinary body (docs/CLICKHOUSE.md)."""
     out, i = [], 0
     while i < len(body):
         _day, sid, rank, _thread, n0, _base = struct.unpack_from("<HQBIQQ", body, i)
@@ -685,7 +704,7 @@ def zone_runs_rows(body, with_n0=False):
             shift += 7
             if not b & 0x80:
                 break
-        i += count * 16
+        i += count * rec
         out.append((sid, rank, count, n0) if with_n0 else (sid, rank, count))
     if i != len(body):
         fail(f"a zone_runs body of {len(body)} bytes does not end on a row ({i})")
@@ -709,8 +728,9 @@ def case_ranks():
         with fake.lock:
             bodies = list(fake.runs)
         sent, mixed = {}, 0
-        for body in bodies:
-            rows = zone_runs_rows(body)
+        for rec, body in bodies:
+            eq(rec, 12, "record bytes of an INSERT of zone runs (none is long)")
+            rows = zone_runs_rows(rec, body)
             rank_of = {}
             for sid, rank, count in rows:
                 if rank_of.setdefault(sid, rank) != rank:
@@ -724,7 +744,7 @@ def case_ranks():
         eq(sent, want, "zones sent per session vs the relay's own")
         if mixed < 2:
             fail(f"only {mixed} INSERTs held more than one session: the case did not test ranks")
-        print(f"ranks: {len(bodies)} INSERTs of zone_runs, {mixed} with several sessions")
+        print(f"ranks: {len(bodies)} INSERTs of zone_runs12, {mixed} with several sessions")
         relay.stop()
 
 
@@ -779,8 +799,8 @@ def accepted_once(relay, fake, want):
     with fake.lock:
         bodies = list(fake.runs)
     sent, keys = {}, set()
-    for body in bodies:
-        for sid, _rank, count, n0 in zone_runs_rows(body, with_n0=True):
+    for rec, body in bodies:
+        for sid, _rank, count, n0 in zone_runs_rows(rec, body, with_n0=True):
             if (sid, n0) in keys:
                 fail(f"zones of session {sid:#x} from n = {n0} were accepted twice")
             keys.add((sid, n0))

@@ -45,6 +45,7 @@ typedef struct opts {
   uint64_t corrupt_every; /* every Nth DATA packet is replaced by one whose body cannot decode */
   const char* program;    /* HELLO program, default tmk-relay-synth */
   uint64_t timer_freq;    /* HELLO timer frequency (ticks per second), default 10^9 */
+  uint64_t long_every; /* every Nth packet, thread 0's root zone lasts 2^32 ticks or more */
 } opts;
 
 static int g_keyed;
@@ -308,6 +309,7 @@ int main(int argc, char** argv) {
     else if (ARG("--corrupt-every")) o.corrupt_every = strtoull(v, NULL, 10);
     else if (ARG("--program")) o.program = v;
     else if (ARG("--timer-freq")) o.timer_freq = strtoull(v, NULL, 10);
+    else if (ARG("--long-every")) o.long_every = strtoull(v, NULL, 10);
     else if (ARG("--key")) {
       if (strlen(v) != 32) return 2;
       for (int b = 0; b < 16; b++) {
@@ -425,6 +427,8 @@ int main(int argc, char** argv) {
         }
       zs[nz].start = base;
       zs[nz].duration = 90000;
+      if (o.long_every && i % o.long_every == o.long_every - 1 && t == 0)
+        zs[nz].duration = (1ull << 32) + 1000 + i; /* more than the relay's narrow record holds */
       zs[nz].site = 1;
       zs[nz].depth = 0;
       nz++;
