@@ -564,6 +564,25 @@ static inline void put_nrec(void* z, uint64_t off, uint64_t dur, uint32_t sid, u
 #endif
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+#define STORE_INLINE static inline __attribute__((always_inline))
+#else
+#define STORE_INLINE static inline
+#endif
+
+/* Writes one zone as a record of `rec` bytes (a narrow one: narrow_fits); dur is clamped to the
+ * 48 bits of a wide record, depth to 255. Returns the duration stored. */
+STORE_INLINE uint64_t put_rec(uint8_t* z, const uint32_t rec, uint64_t off, uint64_t dur,
+                              uint32_t sid, uint32_t depth, uint32_t flags) {
+  if (rec == ZN) {
+    put_nrec(z, off, dur, sid, depth > 255 ? 255 : depth, flags);
+  } else {
+    if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
+    put_zrec((zrec*)(void*)z, off, dur, sid, depth > 255 ? 255 : depth, flags);
+  }
+  return dur;
+}
+
 /* A stored zone, read back from record i of chunk c: start in ticks. */
 typedef struct zget {
   uint64_t start, dur;
@@ -601,9 +620,7 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   chunk* c = zone_chunk(st, t, start, !narrow_fits(dur, site_id, flags));
   if (!c) return TMK_ENOMEM;
   uint8_t* z = c->data + (size_t)c->count++ * c->rec;
-  const uint32_t depth8 = depth > 255 ? 255 : depth;
-  if (c->rec == ZN) put_nrec(z, start - c->base, dur, site_id, depth8, flags);
-  else put_zrec((zrec*)(void*)z, start - c->base, dur, site_id, depth8, flags);
+  put_rec(z, c->rec, start - c->base, dur, site_id, depth, flags);
   if (start < c->tmin) c->tmin = start;
   if (start + dur > c->tmax) c->tmax = start + dur;
   note_time(st, start, start + dur);
@@ -611,25 +628,6 @@ static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t d
   if (st->ring) live_zone(st, t->id, start, dur, site_id, depth, flags);
   if (st->tap.zones) st->tap.zones(st->tap.ud, t->id, c->base, st->freq, z, 1, c->rec);
   return 0;
-}
-
-#if defined(__GNUC__) || defined(__clang__)
-#define STORE_INLINE static inline __attribute__((always_inline))
-#else
-#define STORE_INLINE static inline
-#endif
-
-/* Writes one zone as a record of `rec` bytes (a narrow one: narrow_fits); dur is clamped to the
- * 48 bits of a wide record here. Returns the duration stored. */
-STORE_INLINE uint64_t put_rec(uint8_t* z, const uint32_t rec, uint64_t off, uint64_t dur,
-                              uint32_t sid, uint32_t depth) {
-  if (rec == ZN) {
-    put_nrec(z, off, dur, sid, depth > 255 ? 255 : depth, 0);
-  } else {
-    if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
-    put_zrec((zrec*)(void*)z, off, dur, sid, depth > 255 ? 255 : depth, 0);
-  }
-  return dur;
 }
 
 /* Writes the zones q[0..lim) into chunk c from record c->count on, records of `rec` bytes (a
@@ -645,7 +643,7 @@ STORE_INLINE uint32_t put_run(const chunk* c, const uint32_t rec, const uint32_t
   uint8_t* zp = (uint8_t*)c->data + (size_t)c->count * rec;
   uint64_t l = *lo, h = *hi;
   const uint64_t start0 = q[0].start;
-  const uint64_t dur0 = put_rec(zp, rec, start0 - base, q[0].duration, q[0].site, q[0].depth);
+  const uint64_t dur0 = put_rec(zp, rec, start0 - base, q[0].duration, q[0].site, q[0].depth, 0);
   if (start0 < l) l = start0;
   if (start0 + dur0 > h) h = start0 + dur0;
   const tmk_proto_zone* zq = q + 1;
@@ -660,7 +658,7 @@ STORE_INLINE uint32_t put_run(const chunk* c, const uint32_t rec, const uint32_t
       if ((int64_t)(int32_t)off != (int64_t)off) break;    /* fits_off: else a new chunk */
       if (cache[sid & 255] != sid && sid) break;           /* reference_site first */
       if (rec == ZN && ((dur >> 32) | (sid >> 20))) break; /* only a wide record holds it */
-      dur = put_rec(zp, rec, off, dur, sid, zq->depth);
+      dur = put_rec(zp, rec, off, dur, sid, zq->depth, 0);
       if (start < l) l = start;
       if (start + dur > h) h = start + dur;
     }
