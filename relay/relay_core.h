@@ -351,18 +351,9 @@ typedef struct tmk__tap_nrec { /* the store's narrow (12-byte) zone record, as t
   uint32_t dur;                /* duration in ticks */
   uint32_t sdf;                /* site (bits 0-19), depth (20-27, clamped to 255), flags (28-31) */
 } tmk__tap_nrec;
-/* The wide record of a narrow one, as relay_store.c would have written it. */
+/* The wide record of a narrow one, as relay_store.c would have written it (for readers that
+ * take one record at a time: the ClickHouse sink's zones rows). */
 static inline void tmk__tap_widen(const void* narrow, void* wide) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  /* start_off and dur as they are; site | dur_hi (0) | depth | flags: depth and flags move
-   * together from bit 20 to bit 48 */
-  uint64_t w[2];
-  uint32_t sdf;
-  memcpy(&w[0], narrow, 8);
-  memcpy(&sdf, (const uint8_t*)narrow + 8, 4);
-  w[1] = (sdf & 0xFFFFFu) | (uint64_t)(sdf >> 20) << 48;
-  memcpy(wide, w, sizeof w);
-#else
   tmk__tap_nrec n;
   tmk__tap_zrec w;
   memcpy(&n, narrow, sizeof n);
@@ -373,7 +364,6 @@ static inline void tmk__tap_widen(const void* narrow, void* wide) {
   w.depth = (uint8_t)(n.sdf >> 20);
   w.flags = (uint8_t)(n.sdf >> 28);
   memcpy(wide, &w, sizeof w);
-#endif
 }
 typedef struct tmk__store_tap {
   /* n zones of one thread, in decode order: `recs` holds n records of `rec` bytes (12: narrow,
