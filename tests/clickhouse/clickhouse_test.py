@@ -119,7 +119,8 @@ def ch_zones(ch, final=True):
 def check_rows(ch, relay, sid):
     """Every zone row of session sid equals the relay's own zone field by field, and n numbers
     the session's zones 0..count-1 (the rows are made apart from the store: ClickHouse expands
-    the store's raw records sent as zone_runs, the relay converts other timers' ticks)."""
+    the store's raw records sent as zone_runs12, the relay converts other timers' ticks and
+    wide records)."""
     z = relay.get(f"/api/sessions/{sid:016x}/zones?limit=1000000")
     eq(z["truncated"], False, "relay zones truncated")
     mine = sorted((r[0], r[1], r[2], r[3], r[4], r[5] & 1) for r in z["zones"])
@@ -565,7 +566,7 @@ def case_upgrade():
 class FakeClickHouse(socketserver.ThreadingTCPServer):
     """A stand-in for ClickHouse: reads each request (headers, then Content-Length bytes) and
     answers by `mode`: "ok" 200 with an empty body (so: no tables to alter), keeping the body of
-    each INSERT INTO zone_runs; "error" 500 with a ClickHouse-like exception; "garbage" bytes
+    each INSERT INTO zone_runs12 or zone_runs; "error" 500 with a ClickHouse-like exception; "garbage" bytes
     that are not HTTP; "close" closes at once, before reading the body; "huge" a 500 whose body
     is 8 MiB (the relay reads a bounded part of an answer); "cut" a 200 whose headers do not
     end before the connection does; "trickle" the start of a 200, a byte
