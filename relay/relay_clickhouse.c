@@ -195,22 +195,20 @@ static inline int run_exact(uint64_t freq) { return freq == 0 || freq == 1000000
 
 /* One zones row (ZONE_ROW bytes) at p, converting ticks to ns with freq. */
 static void put_zone_row(uint8_t* p, uint16_t day, uint64_t sid, uint32_t thread, uint64_t base,
-                         uint64_t freq, const uint8_t* rec, uint64_t n) {
-  tmk__tap_zrec r;
-  memcpy(&r, rec, sizeof r);
-  uint64_t start = base + (uint64_t)(int64_t)r.start_off;
-  uint64_t dur = r.dur_lo | (uint64_t)r.dur_hi << 32;
+                         uint64_t freq, const tmk__tap_zone* z, uint64_t n) {
+  uint64_t start = base + (uint64_t)(int64_t)z->start_off;
+  uint64_t dur = z->dur;
   uint64_t start_ns = tmk_proto_ticks_to_ns(start, freq);
   uint64_t dur_ns = tmk_proto_ticks_to_ns(start + dur, freq) - start_ns;
   memcpy(p, &day, 2);
   memcpy(p + 2, &sid, 8);
   memcpy(p + 10, &n, 8);
   memcpy(p + 18, &thread, 4);
-  memcpy(p + 22, &r.site, 4);
+  memcpy(p + 22, &z->site, 4);
   memcpy(p + 26, &start_ns, 8);
   memcpy(p + 34, &dur_ns, 8);
-  p[42] = r.depth;
-  p[43] = (uint8_t)(r.flags & TMK_RELAY_ZONE_MARKER ? 1 : 0);
+  p[42] = z->depth;
+  p[43] = (uint8_t)(z->flags & TMK_RELAY_ZONE_MARKER ? 1 : 0);
 }
 
 typedef struct batch {
@@ -264,6 +262,11 @@ static size_t batch_held(const batch* b) {
     n += c->mapped ? (c->mapped > 1 ? c->mapped : 0) : c->cap;
   }
   return n + (size_t)b->croff * sizeof b->roff[0];
+}
+
+/* The bytes of a record in zone runs table t, 0 when t is not one. */
+static inline size_t run_rec(int t) {
+  return t == T_ZONE_RUNS12 ? sizeof(tmk__tap_nrec) : t == T_ZONE_RUNS ? sizeof(tmk__tap_zrec) : 0;
 }
 
 /* Zones rows the batch makes, either way. */
@@ -614,7 +617,7 @@ static void rank_map(void* ud, uint64_t sid, uint8_t* rank) {
  * the ids. [sink thread, owns the batch] */
 static void zone_order(batch* b, int t) {
   chbuf* runs = &b->seg[t];
-  const size_t rec = t == T_ZONE_RUNS12 ? sizeof(tmk__tap_nrec) : sizeof(tmk__tap_zrec);
+  const size_t rec = run_rec(t);
   if (b->by_arrival && t == T_ZONE_RUNS12) {
     b->by_arrival = 0;
     uint8_t map[256];
@@ -649,7 +652,7 @@ static int send_batch(tmk__ch* ch, batch* b, char* err, size_t ecap) {
     char sql[96];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", k_table[t]);
     size_t len = b->seg[t].len;
-    if (t == T_ZONE_RUNS || t == T_ZONE_RUNS12) zone_order(b, t);
+    if (run_rec(t)) zone_order(b, t);
     /* a staging buffer (mapped: its own pages) is lent to the kernel, not copied into the
      * socket; after a failure its pages may still be on their way, so it is never reused */
     const int lend = b->seg[t].mapped != 0;
@@ -977,7 +980,7 @@ static void seal_zones(tmk__ch* ch) {
     return;
   }
   for (int t = 0; t < T_COUNT; t++) {
-    if (t == T_ZONES || t == T_ZONE_RUNS || t == T_ZONE_RUNS12 || !b->rows[t]) continue;
+    if (t == T_ZONES || run_rec(t) || !b->rows[t]) continue;
     chbuf tmp = nb->seg[t];
     nb->seg[t] = b->seg[t];
     b->seg[t] = tmp;
@@ -1076,10 +1079,8 @@ static void tap_zones(void* ud, uint32_t thread, uint64_t base, uint64_t freq, c
     if (buf_room(o, (size_t)n * ZONE_ROW)) {
       const uint8_t* r = recs;
       for (uint32_t k = 0; k < n; k++, r += rec, o->len += ZONE_ROW) {
-        uint8_t wide[sizeof(tmk__tap_zrec)];
-        if (rec != sizeof wide) tmk__tap_widen(r, wide);
-        put_zone_row(o->p + o->len, cs->day, cs->sid, thread, base, freq,
-                     rec == sizeof wide ? r : wide, n0 + k);
+        const tmk__tap_zone z = tmk__tap_read(r, rec);
+        put_zone_row(o->p + o->len, cs->day, cs->sid, thread, base, freq, &z, n0 + k);
       }
     }
   }

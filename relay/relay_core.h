@@ -351,19 +351,34 @@ typedef struct tmk__tap_nrec { /* the store's narrow (12-byte) zone record, as t
   uint32_t dur;                /* duration in ticks */
   uint32_t sdf;                /* site (bits 0-19), depth (20-27, clamped to 255), flags (28-31) */
 } tmk__tap_nrec;
-/* The wide record of a narrow one, as relay_store.c would have written it (for readers that
- * take one record at a time: the ClickHouse sink's zones rows). */
-static inline void tmk__tap_widen(const void* narrow, void* wide) {
-  tmk__tap_nrec n;
-  tmk__tap_zrec w;
-  memcpy(&n, narrow, sizeof n);
-  w.start_off = n.start_off;
-  w.dur_lo = n.dur;
-  w.site = n.sdf & 0xFFFFFu;
-  w.dur_hi = 0;
-  w.depth = (uint8_t)(n.sdf >> 20);
-  w.flags = (uint8_t)(n.sdf >> 28);
-  memcpy(wide, &w, sizeof w);
+/* A zone record of either kind (`bytes`: 12 or 16), read back field by field: the one reader of
+ * both layouts (the store's queries, the ClickHouse sink's zones rows). */
+typedef struct tmk__tap_zone {
+  int32_t start_off; /* ticks after the run's base */
+  uint64_t dur;      /* ticks */
+  uint32_t site;
+  uint8_t depth, flags;
+} tmk__tap_zone;
+static inline tmk__tap_zone tmk__tap_read(const void* rec, uint32_t bytes) {
+  tmk__tap_zone z;
+  if (bytes == sizeof(tmk__tap_nrec)) {
+    tmk__tap_nrec n;
+    memcpy(&n, rec, sizeof n);
+    z.start_off = n.start_off;
+    z.dur = n.dur;
+    z.site = n.sdf & 0xFFFFFu;
+    z.depth = (uint8_t)(n.sdf >> 20);
+    z.flags = (uint8_t)(n.sdf >> 28);
+  } else {
+    tmk__tap_zrec w;
+    memcpy(&w, rec, sizeof w);
+    z.start_off = w.start_off;
+    z.dur = (uint64_t)w.dur_lo | (uint64_t)w.dur_hi << 32;
+    z.site = w.site;
+    z.depth = w.depth;
+    z.flags = w.flags;
+  }
+  return z;
 }
 typedef struct tmk__store_tap {
   /* n zones of one thread, in decode order: `recs` holds n records of `rec` bytes (12: narrow,

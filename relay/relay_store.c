@@ -509,7 +509,12 @@ static chunk* next_zone_chunk(tmk__store* st, thread* t, uint64_t start, uint32_
   return new_chunk(st, t, CK_ZONES, cap, start, rec);
 }
 
-/* 1 when a narrow record holds the zone (dur already clamped to 48 bits, depth to 255). */
+/* A duration as a wide record holds it: 48 bits (78 h at 1 GHz). */
+static inline uint64_t dur48(uint64_t dur) {
+  return dur > 0xFFFFFFFFFFFFull ? 0xFFFFFFFFFFFFull : dur;
+}
+
+/* 1 when a narrow record holds the zone (depth clamped to 255 when written). */
 static inline int narrow_fits(uint64_t dur, uint32_t sid, uint32_t flags) {
   return !(dur >> 32) && sid < (1u << 20) && flags < 16;
 }
@@ -577,7 +582,7 @@ STORE_INLINE uint64_t put_rec(uint8_t* z, const uint32_t rec, uint64_t off, uint
   if (rec == ZN) {
     put_nrec(z, off, dur, sid, depth > 255 ? 255 : depth, flags);
   } else {
-    if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
+    dur = dur48(dur);
     put_zrec((zrec*)(void*)z, off, dur, sid, depth > 255 ? 255 : depth, flags);
   }
   return dur;
@@ -591,31 +596,14 @@ typedef struct zget {
 } zget;
 
 static inline zget get_zone(const chunk* c, uint32_t i) {
-  const uint8_t* p = c->data + (size_t)i * c->rec;
-  zget g;
-  if (c->rec == ZN) {
-    nrec r;
-    memcpy(&r, p, sizeof r);
-    g.start = c->base + (uint64_t)(int64_t)r.start_off;
-    g.dur = r.dur;
-    g.site = r.sdf & 0xFFFFFu;
-    g.depth = (uint8_t)(r.sdf >> 20);
-    g.flags = (uint8_t)(r.sdf >> 28);
-  } else {
-    zrec r;
-    memcpy(&r, p, sizeof r);
-    g.start = c->base + (uint64_t)(int64_t)r.start_off;
-    g.dur = (uint64_t)r.dur_lo | (uint64_t)r.dur_hi << 32;
-    g.site = r.site;
-    g.depth = r.depth;
-    g.flags = r.flags;
-  }
+  const tmk__tap_zone r = tmk__tap_read(c->data + (size_t)i * c->rec, c->rec);
+  const zget g = {c->base + (uint64_t)(int64_t)r.start_off, r.dur, r.site, r.depth, r.flags};
   return g;
 }
 
 static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur,
                            uint32_t site_id, uint32_t depth, uint32_t flags) {
-  if (dur > 0xFFFFFFFFFFFFull) dur = 0xFFFFFFFFFFFFull; /* 48 bits: 78 h at 1 GHz */
+  dur = dur48(dur);
   flags &= 0xFFu;
   chunk* c = zone_chunk(st, t, start, !narrow_fits(dur, site_id, flags));
   if (!c) return TMK_ENOMEM;
@@ -679,8 +667,7 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
      * at a zone whose site is not cached, so that it comes back here. */
     reference_site(st, zs[i].site);
     const tmk_proto_zone* q = zs + i;
-    const uint64_t d0 = q[0].duration > 0xFFFFFFFFFFFFull ? 0xFFFFFFFFFFFFull : q[0].duration;
-    chunk* c = zone_chunk(st, t, q[0].start, !narrow_fits(d0, q[0].site, 0));
+    chunk* c = zone_chunk(st, t, q[0].start, !narrow_fits(q[0].duration, q[0].site, 0));
     if (!c) return TMK_ENOMEM;
     uint64_t lo = c->tmin, hi = c->tmax;
     const uint32_t room = c->cap / c->rec - c->count;
@@ -690,9 +677,7 @@ static int add_zones(tmk__store* st, thread* t, const tmk_proto_zone* zs, size_t
     i += k;
     if (st->ring) /* followers: the live ring gets the same zones, as stored */
       for (uint32_t j = 0; j < k; j++)
-        live_zone(st, t->id, q[j].start,
-                  q[j].duration > 0xFFFFFFFFFFFFull ? 0xFFFFFFFFFFFFull : q[j].duration,
-                  q[j].site, q[j].depth, 0);
+        live_zone(st, t->id, q[j].start, dur48(q[j].duration), q[j].site, q[j].depth, 0);
     /* history sink: the zones as stored, one call per run */
     if (st->tap.zones)
       st->tap.zones(st->tap.ud, t->id, c->base, st->freq,

@@ -682,18 +682,13 @@ static void tap_collect(void* ud, uint32_t thread, uint64_t base, uint64_t freq,
   (void)freq;
   assert_true(rec == sizeof(tmk__tap_nrec) || rec == sizeof(tmk__tap_zrec));
   for (uint32_t i = 0; i < n && t->n < 4000; i++, t->n++) {
-    tmk__tap_zrec w;
-    if (rec == sizeof(tmk__tap_nrec)) {
-      tmk__tap_widen((const uint8_t*)recs + (size_t)i * rec, &w);
-      t->narrow++;
-    } else {
-      memcpy(&w, (const uint8_t*)recs + (size_t)i * rec, sizeof w);
-      t->wide++;
-    }
-    t->start[t->n] = base + (uint64_t)(int64_t)w.start_off;
-    t->dur[t->n] = w.dur_lo | (uint64_t)w.dur_hi << 32;
-    t->site[t->n] = w.site;
-    t->depth[t->n] = w.depth;
+    const tmk__tap_zone z = tmk__tap_read((const uint8_t*)recs + (size_t)i * rec, rec);
+    if (rec == sizeof(tmk__tap_nrec)) t->narrow++;
+    else t->wide++;
+    t->start[t->n] = base + (uint64_t)(int64_t)z.start_off;
+    t->dur[t->n] = z.dur;
+    t->site[t->n] = z.site;
+    t->depth[t->n] = z.depth;
   }
 }
 
