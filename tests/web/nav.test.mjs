@@ -193,12 +193,14 @@ describe('dashboard navigation', () => {
       await T(([a, b]) => window.telemark.flame.setRange(a, b, true), [z[0] - origin + z[1] * 0.3, z[0] - origin + z[1] * 0.6]);
       // only that zone's thread expanded, so its lane is on screen at any size
       await T((t) => { const f = window.telemark.flame; for (const l of f.layout) f.collapsed.add(l.thread.id); f.collapsed.delete(t); f.scrollTo(0); }, z[2]);
-      await sleep(300);
+      // the layout is rebuilt on a later frame, which a loaded machine may delay (as above)
+      await page.waitForFunction((t) => window.telemark.flame.layout.every((l) => l.collapsed === (l.thread.id !== t)), z[2], { timeout: 5000 }).catch(() => {});
       const L = await T((t) => window.telemark.flame.layout.find((l) => l.thread.id === t), z[2]);
       const box = await page.locator('#flame').boundingBox();
-      await page.mouse.move(box.x + box.width - 16, box.y + L.y + 18 + z[4] * 16 + 8);
-      await sleep(100);
-      assert.equal(await page.isVisible('#tip'), true, 'tooltip over the zone');
+      const x = box.x + box.width - 16, y = box.y + L.y + 18 + z[4] * 16 + 8;
+      // the tooltip follows the mouse over what is drawn: hover again until the range is drawn
+      const shown = await until(async () => { await page.mouse.move(x - 4, y); await page.mouse.move(x, y); await sleep(100); return page.isVisible('#tip'); }, 5000, 'the tooltip').catch(() => false);
+      assert.equal(shown, true, 'tooltip over the zone');
       const tip = await page.locator('#tip').boundingBox();
       assert.ok(tip.x >= 0 && tip.x + tip.width <= w && tip.y + tip.height <= hgt, `tooltip inside ${w}×${hgt}: ${JSON.stringify(tip)}`);
       await shot('tooltip');
