@@ -228,7 +228,8 @@ typedef struct tmk__rxq {
 int tmk__rxq_init(tmk__rxq* q, size_t cap);
 void tmk__rxq_free(tmk__rxq* q);
 /* [writer] Appends a datagram that the reader sees once published: 0, or -1 when the queue is
- * full (counted at once). */
+ * full (counted at once; so is a sender address longer than an IPv6 one, which no UDP socket
+ * gives). */
 int tmk__rxq_put(tmk__rxq* q, const void* p, size_t len, const struct sockaddr* from,
                  uint32_t alen);
 /* [writer] Makes every datagram put so far visible to the reader. */

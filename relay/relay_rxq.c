@@ -1,6 +1,7 @@
 /* relay_rxq.c — the queue between the UDP receive thread (relay_udp_rx.c) and the loop: one
  * writer, one reader, blocks of records mapped as the backlog grows (relay_core.h). */
-#define _POSIX_C_SOURCE 200809L /* munmap, sockaddr_storage */
+#define _POSIX_C_SOURCE 200809L /* munmap */
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -8,11 +9,19 @@
 
 #include "relay_core.h"
 
-/* A queued datagram: this header, then len bytes, padded to 8. */
+/* A queued datagram: this header, then len bytes, padded to 8. The sender's address takes the
+ * room of an IPv6 one, the largest a UDP socket gives (a sockaddr_storage, 128 bytes, made the
+ * record of a 1,200-byte datagram 7 % longer: more of the queue's memory and cache a datagram). */
 typedef struct rx_hdr {
   uint32_t len;
-  struct sockaddr_storage from;
+  union {
+    struct sockaddr sa;
+    struct sockaddr_in in4;
+    struct sockaddr_in6 in6;
+    uint64_t align_[4]; /* 8-aligned, so that the datagram after it is too */
+  } from;
 } rx_hdr;
+typedef char rx_hdr_check[sizeof(rx_hdr) == 40 ? 1 : -1];
 
 /* ---------------------------------------------------------------------------------------------
  * The queue: one writer (the receive thread), one reader (the loop). Records never span blocks;
@@ -91,7 +100,7 @@ int tmk__rxq_put(tmk__rxq* q, const void* p, size_t len, const struct sockaddr* 
   const size_t need = rec_size(len);
   tmk__rxq_block* b = q->w;
   size_t f = q->wfill;
-  if (len > TMK__RXQ_MAX_DGRAM || alen > sizeof(struct sockaddr_storage)) goto drop;
+  if (len > TMK__RXQ_MAX_DGRAM || alen > sizeof(((rx_hdr*)0)->from)) goto drop;
   if (f + need > q->block - sizeof *b) {
     tmk__rxq_block* nb = block_new(q);
     if (!nb) goto drop;
@@ -127,7 +136,7 @@ const uint8_t* tmk__rxq_peek(tmk__rxq* q, size_t* len, const struct sockaddr** f
     if (q->roff < q->rfill) {
       const rx_hdr* h = (const rx_hdr*)(const void*)(BLOCK_DATA(b) + q->roff);
       *len = h->len;
-      *from = (const struct sockaddr*)&h->from;
+      *from = &h->from.sa;
       return (const uint8_t*)(h + 1);
     }
     /* what was read of the writer's fill is used up: read it again, once for a whole batch */
