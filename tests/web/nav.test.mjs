@@ -199,8 +199,15 @@ describe('dashboard navigation', () => {
       const box = await page.locator('#flame').boundingBox();
       const x = box.x + box.width - 16, y = box.y + L.y + 18 + z[4] * 16 + 8;
       // the tooltip follows the mouse over what is drawn: hover again until the range is drawn
-      const shown = await until(async () => { await page.mouse.move(x - 4, y); await page.mouse.move(x, y); await sleep(100); return page.isVisible('#tip'); }, 5000, 'the tooltip').catch(() => false);
-      assert.equal(shown, true, 'tooltip over the zone');
+      const shown = await until(async () => { await page.mouse.move(x - 4, y); await page.mouse.move(x, y); await sleep(100); return page.isVisible('#tip'); }, 10000, 'the tooltip').catch(() => false);
+      // what the chart had under the pointer, so that a failure says why there was no tooltip
+      const why = shown ? '' : JSON.stringify(await T(([px, py, t]) => {
+        const f = window.telemark.flame, r = f.cv.getBoundingClientRect(), cx = px - r.left, cy = py - r.top;
+        const l = f.layout.find((v) => v.thread.id === t);
+        return { rect: [r.left, r.top, r.width, r.height], at: [cx, cy], lane: l && { y: l.y, rows: l.rows, collapsed: l.collapsed },
+          range: [f.t0, f.t1], t: f.xToT(cx), live: f.liveParts || null, plan: (f.plan || []).map((g) => [g.from, g.to]), hit: !!f.hit(cx, cy) };
+      }, [x, y, z[2]]));
+      assert.equal(shown, true, `tooltip over the zone ${JSON.stringify(z)}: ${why}`);
       const tip = await page.locator('#tip').boundingBox();
       assert.ok(tip.x >= 0 && tip.x + tip.width <= w && tip.y + tip.height <= hgt, `tooltip inside ${w}×${hgt}: ${JSON.stringify(tip)}`);
       await shot('tooltip');
