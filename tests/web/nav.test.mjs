@@ -195,11 +195,22 @@ describe('dashboard navigation', () => {
       await T((t) => { const f = window.telemark.flame; for (const l of f.layout) f.collapsed.add(l.thread.id); f.collapsed.delete(t); f.scrollTo(0); }, z[2]);
       // the layout is rebuilt on a later frame, which a loaded machine may delay (as above)
       await page.waitForFunction((t) => window.telemark.flame.layout.every((l) => l.collapsed === (l.thread.id !== t)), z[2], { timeout: 5000 }).catch(() => {});
-      const L = await T((t) => window.telemark.flame.layout.find((l) => l.thread.id === t), z[2]);
-      const box = await page.locator('#flame').boundingBox();
-      const x = box.x + box.width - 16, y = box.y + L.y + 18 + z[4] * 16 + 8;
+      // the pointer's place from the chart's rectangle and layout as they are at each try: while
+      // the machine is loaded the page above the chart may still reflow (a failure once found
+      // the chart 8 px higher than where the place had been worked out)
+      const at = () => T(([t, d]) => {
+        const f = window.telemark.flame, r = f.cv.getBoundingClientRect(), l = f.layout.find((v) => v.thread.id === t);
+        return l && { x: r.left + r.width - 16, y: r.top + l.y + 18 + d * 16 + 8 };
+      }, [z[2], z[4]]);
       // the tooltip follows the mouse over what is drawn: hover again until the range is drawn
-      const shown = await until(async () => { await page.mouse.move(x - 4, y); await page.mouse.move(x, y); await sleep(100); return page.isVisible('#tip'); }, 10000, 'the tooltip').catch(() => false);
+      let x = 0, y = 0;
+      const shown = await until(async () => {
+        const p = await at();
+        if (!p) return false;
+        ({ x, y } = p);
+        await page.mouse.move(x - 4, y); await page.mouse.move(x, y); await sleep(100);
+        return page.isVisible('#tip');
+      }, 10000, 'the tooltip').catch(() => false);
       // what the chart had under the pointer, so that a failure says why there was no tooltip
       const why = shown ? '' : JSON.stringify(await T(([px, py, t]) => {
         const f = window.telemark.flame, r = f.cv.getBoundingClientRect(), cx = px - r.left, cy = py - r.top;
