@@ -161,9 +161,12 @@ test('after quick filter changes the page shows the last one only', async () => 
 
 test('a lower severity level reduces what arrives', async () => {
   await settled();
-  await sleep(1000);
-  const at5 = await state(() => ({ msgs: window.telemark.app.received.bySeverity.slice(), above: window.telemark.zonesWithSeverityAbove(2) }));
-  assert.ok(at5.msgs[3] + at5.msgs[4] + at5.msgs[5] > 0 || at5.above > 0, 'at trace level, info/debug/trace items arrive');
+  // they arrive as the demo makes them: polled, as a loaded machine may be slow to
+  const at5of = () => state(() => ({ msgs: window.telemark.app.received.bySeverity.slice(), above: window.telemark.zonesWithSeverityAbove(2) }));
+  const some = (v) => v.msgs[3] + v.msgs[4] + v.msgs[5] > 0 || v.above > 0;
+  await until(async () => some(await at5of()), 10000, 'info/debug/trace items').catch(() => {});
+  const at5 = await at5of();
+  assert.ok(some(at5), 'at trace level, info/debug/trace items arrive');
   const sub0 = await state(() => window.telemark.app.subscription);
   await page.selectOption('#severity', '2');
   await page.waitForFunction((s) => window.telemark.app.subscription > s && window.telemark.app.historyDone, sub0, { timeout: 15000 });

@@ -73,8 +73,8 @@ describe('dashboard navigation', () => {
       return n;
     }, [a - st.origin, b - st.origin]);
     assert.equal(shown, api.json.count, 'the page has every zone of the old range');
-    await sleep(300);
-    assert.ok(await T(() => window.telemark.flame.drawn > 0), 'and draws them');
+    // drawn on a later frame, which a loaded machine may delay
+    assert.ok(await until(() => T(() => window.telemark.flame.drawn > 0), 5000, 'a drawing').catch(() => false), 'and draws them');
     for (const [w, h] of SIZES) { await page.setViewportSize({ width: w, height: h }); await sleep(300); await shot('old-range-detail'); }
     await page.keyboard.press('f');
     for (const [w, h] of SIZES) { await page.setViewportSize({ width: w, height: h }); await sleep(500); await shot('fit-all'); }
@@ -167,16 +167,17 @@ describe('dashboard navigation', () => {
     assert.ok(h.content > h.H, `lanes taller than the chart: ${h.content} > ${h.H}`);
     assert.equal(await page.isVisible('#vscroll'), true);
     await page.evaluate(() => { const v = document.getElementById('vscroll'); v.scrollTop = v.scrollHeight; v.dispatchEvent(new Event('scroll')); });
-    await sleep(200);
-    const last = await T(() => { const f = window.telemark.flame, l = f.layout[f.layout.length - 1]; return { bottom: l.y + 18 + l.rows * 16, H: f.cv.clientHeight, scrollY: f.scrollY }; });
+    // the lanes move on the next layout, a later frame
+    const lastLane = () => T(() => { const f = window.telemark.flame, l = f.layout[f.layout.length - 1]; return { bottom: l.y + 18 + l.rows * 16, H: f.cv.clientHeight, scrollY: f.scrollY }; });
+    await until(async () => { const l = await lastLane(); return l.scrollY > 0 && l.bottom <= l.H; }, 5000, 'the last lane').catch(() => {});
+    const last = await lastLane();
     assert.ok(last.scrollY > 0 && last.bottom <= last.H, `last lane visible: ${JSON.stringify(last)}`);
     await shot('lanes-scrolled');
     await page.setViewportSize({ width: 1920, height: 1080 });
     await sleep(200);
     await shot('lanes-scrolled');
     await page.keyboard.press('c');
-    await sleep(100);
-    assert.ok(await T(() => window.telemark.flame.layout.every((l) => l.collapsed)));
+    assert.ok(await until(() => T(() => window.telemark.flame.layout.every((l) => l.collapsed)), 5000, 'every lane collapsed').catch(() => false), 'c collapses every lane');
     for (const [w, h] of SIZES) { await page.setViewportSize({ width: w, height: h }); await sleep(200); await shot('lanes-collapsed'); }
     await page.keyboard.press('e');
     await T(() => window.telemark.flame.scrollTo(0));
@@ -240,7 +241,8 @@ describe('dashboard navigation', () => {
     assert.equal(opened.status, 200, opened.text);
     await T((id) => window.telemark.selectSession(id), opened.json.id);
     await until(() => T(() => window.telemark.app.historyDone && window.telemark.lod.overview), 15000, 'the recording loaded');
-    await sleep(1200);
+    await until(async () => (await page.textContent('#conn')).trim() === 'recording', 10000, 'says recording').catch(() => {});
+    await sleep(1200); // and still says so a moment later
     assert.equal((await page.textContent('#conn')).trim(), 'recording');
     assert.equal((await page.textContent('#live')).trim(), 'Recording');
     assert.equal(await page.isDisabled('#live'), true);
