@@ -172,6 +172,22 @@ def check_events(ch, relay, sid):
     return len(by["frame"]), len(by["plot"]), len(by["message"])
 
 
+def settled_sink(relay, quiet, timeout):
+    """The sink's counters once batches_pending has not changed for `quiet` seconds."""
+    end = time.monotonic() + timeout
+    s = relay.sink()
+    since = time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(0.2)
+        t = relay.sink()
+        if t["batches_pending"] != s["batches_pending"]:
+            since = time.monotonic()
+        s = t
+        if time.monotonic() - since >= quiet:
+            return s
+    fail(f"batches_pending still changing after {timeout} s (sink: {s})")
+
+
 def drained(relay):
     s = relay.sink()
     return s if s["batches_pending"] == 0 and s["up"] else None
@@ -463,8 +479,11 @@ def case_stall():
         try:
             eq(synth(relay, 0x5a00000000000002, 100).wait(60), 0, "synth exit")
             wait_for(lambda: len(relay_counts(relay)) == 2, 20, "the second session's BYE")
-            time.sleep(1.5)  # every batch is sealed; the sink waits for an answer to the first
-            s = relay.sink()
+            # Every batch is sealed within ~1.5 s of the BYE (the final sessions row on the next
+            # second tick, the open batch every 500 ms); a loaded machine may take longer, so the
+            # count is read once it has held still for 2 s (a fixed 1.5 s could read it before
+            # the last batch, which then would count as sent but not as pending).
+            s = settled_sink(relay, 2.0, 30)
             eq(s["rows_sent"], before["rows_sent"], "rows counted as sent while ClickHouse "
                "answers nothing")
             if s["batches_pending"] < 1:
