@@ -65,7 +65,9 @@ test('the flame chart holds and draws the demo zones', async () => {
   assert.ok(coloured > 500, `zones are painted (${coloured} coloured samples)`);
   // hover shows the tooltip with name, duration and file:line; click gives site statistics
   await page.click('#live'); // pause so the zone stays put
-  const target = await state(() => {
+  // a zone wide enough to point at, its place worked out at each try from the chart as it is
+  // then (a loaded machine may lay the chart out again after the pause)
+  const pointAt = () => state(() => {
     const f = window.telemark.flame;
     for (const L of f.layout) for (const lane of L.thread.lanes) for (let i = lane.n - 1; i >= 0; i--) {
       const w = f.cv.clientWidth, x0 = (lane.start[i] - f.t0) / (f.t1 - f.t0) * w, x1 = (lane.start[i] + lane.dur[i] - f.t0) / (f.t1 - f.t0) * w;
@@ -73,8 +75,15 @@ test('the flame chart holds and draws the demo zones', async () => {
     }
     return null;
   });
+  let target = null;
+  await until(async () => {
+    target = await pointAt();
+    if (!target) return false;
+    await page.mouse.move(target.x, target.y);
+    await sleep(100);
+    return page.isVisible('#tip');
+  }, 10000, 'the tooltip').catch(() => {});
   assert.ok(target, 'a zone wide enough to point at');
-  await page.mouse.move(target.x, target.y);
   await page.waitForSelector('#tip', { state: 'visible', timeout: 3000 });
   const tip = await page.textContent('#tip');
   const site = await state((id) => window.telemark.sd.sites.get(id), target.site);
