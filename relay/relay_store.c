@@ -603,12 +603,11 @@ static inline zget get_zone(const chunk* c, uint32_t i) {
 
 static inline int add_zone(tmk__store* st, thread* t, uint64_t start, uint64_t dur,
                            uint32_t site_id, uint32_t depth, uint32_t flags) {
-  dur = dur48(dur);
   flags &= 0xFFu;
   chunk* c = zone_chunk(st, t, start, !narrow_fits(dur, site_id, flags));
   if (!c) return TMK_ENOMEM;
   uint8_t* z = c->data + (size_t)c->count++ * c->rec;
-  put_rec(z, c->rec, start - c->base, dur, site_id, depth, flags);
+  dur = put_rec(z, c->rec, start - c->base, dur, site_id, depth, flags); /* as stored */
   if (start < c->tmin) c->tmin = start;
   if (start + dur > c->tmax) c->tmax = start + dur;
   note_time(st, start, start + dur);
