@@ -405,6 +405,57 @@ def case_keep():
         ch.stop()
 
 
+DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "CLICKHOUSE.md")
+
+
+def doc_queries():
+    """The SQL blocks of docs/CLICKHOUSE.md's section "Queries", as they are written there."""
+    with open(DOC, encoding="utf-8") as f:
+        doc = f.read()
+    sec = doc[doc.index("\n## Queries\n") + 1:]
+    sec = sec[:sec.index("\n## ")]
+    return re.findall(r"```sql\n(.*?)```", sec, re.S)
+
+
+def by_hand(ch, sql, put):
+    """Runs sql with each key of put replaced by its value (each must be in it); returns the rows
+    as lists of strings."""
+    for k, v in put.items():
+        if k not in sql:
+            fail(f"the documented query has no {k}: {sql[:200]}")
+        sql = sql.replace(k, v)
+    return [line.split("\t") for line in ch.query(sql).splitlines()]
+
+
+def check_doc_queries(ch, relay):
+    """The two queries docs/CLICKHOUSE.md gives for the issue's questions run as they are written
+    there (with this test's program and builds, and a limit that takes every row) and answer what
+    the relay's diff and trend do. A p50 or p95 is compared only where each side has at most 8192
+    values: above that, ClickHouse's quantile samples, and two runs of one query may differ."""
+    diff_sql, trend_sql = doc_queries()
+    put = {"'game'": "'telemark-demo'", "'4120'": "'7001'", "'4121'": "'7002'"}
+    api = relay.get("/api/history/diff?program=telemark-demo&a=7001&b=7002&limit=500")["rows"]
+    rows = by_hand(ch, diff_sql, dict(put, **{"LIMIT 20": "LIMIT 500"}))
+    def diff_key(name, a_p50, b_p50, a_n, b_n):
+        exact = int(a_n) <= 8192 and int(b_n) <= 8192
+        return (name, int(a_n), int(b_n)) + ((float(a_p50), float(b_p50)) if exact else ())
+    eq(sorted(diff_key(*r[:5]) for r in rows),
+       sorted(diff_key(d["name"], d["a_p50"], d["b_p50"], d["a_n"], d["b_n"]) for d in api),
+       "the documented diff query against the relay's")
+    if len(api) < 10:
+        fail(f"diff has only {len(api)} sites")
+    api = relay.get("/api/history/trend?program=telemark-demo&what=frame&by=build")["rows"]
+    rows = by_hand(ch, trend_sql, {"'game'": "'telemark-demo'"})
+    def trend_key(key, p50, p95, mx, n, sessions, first):
+        exact = int(n) <= 8192
+        return (key, int(mx), int(n), int(sessions), int(first)) + \
+            ((float(p50), float(p95)) if exact else ())
+    eq([trend_key(*r) for r in rows],
+       [trend_key(*(t[k] for k in ("key", "p50", "p95", "max", "n", "sessions", "first_unix_ns")))
+        for t in api], "the documented trend query against the relay's")
+    eq(sorted(t["key"] for t in api), ["7001", "7002"], "frame trend keys")
+
+
 def case_history():
     ch = chserver.ClickHouse(os.path.join(TMP, "ch")).start()
     try:
@@ -443,6 +494,7 @@ def case_history():
         diff = h("diff?program=telemark-demo&a=7001&b=7002&limit=5")["rows"]
         if not 1 <= len(diff) <= 5 or any(d["a_n"] == 0 or d["b_n"] == 0 for d in diff):
             fail(f"diff rows: {diff}")
+        check_doc_queries(ch, relay)
         # Parameters are values, never SQL.
         inj = h("trend?program=telemark-demo&what=zone&by=build&site=" +
                 urllib.request.quote("x' OR 1=1 OR name = '"))["rows"]
