@@ -264,6 +264,10 @@ static void get_str(cursor* c, char* out, size_t cap) {
   uint64_t n = get_varint(c);
   out[0] = 0;
   if (c->err) return;
+  if (n > TMK_PROTO_MAX_STRING) { /* PROTOCOL.md §3.3 */
+    c->err = TMK_ETOOBIG;
+    return;
+  }
   if (n > (uint64_t)(c->end - c->p)) {
     c->err = TMK_ETRUNC;
     return;
@@ -333,36 +337,54 @@ int tmk__rec_read(const uint8_t* data, size_t len, tmk__rec_packet_fn fn, void* 
     cursor c = {h + CHUNK_HEADER, h + CHUNK_HEADER + plen, 0};
     int stop = 0;
     switch (h[4]) {
-      case TMK__CHUNK_SESSION:
-        res->session.session_id = get_varint(&c);
-        res->session.created_unix_ns = get_varint(&c);
-        get_str(&c, res->session.transport, sizeof res->session.transport);
-        get_str(&c, res->session.source, sizeof res->session.source);
-        get_str(&c, res->session.relay_version, sizeof res->session.relay_version);
-        if (!c.err) res->have_session = 1;
+      case TMK__CHUNK_SESSION: { /* taken only whole: a chunk that does not parse is not used */
+        tmk__rec_session se;
+        se.session_id = get_varint(&c);
+        se.created_unix_ns = get_varint(&c);
+        get_str(&c, se.transport, sizeof se.transport);
+        get_str(&c, se.source, sizeof se.source);
+        get_str(&c, se.relay_version, sizeof se.relay_version);
+        if (!c.err) {
+          res->session = se;
+          res->have_session = 1;
+        }
         break;
-      case TMK__CHUNK_PACKETS:
-        while (!c.err && c.p < c.end && !stop) {
+      }
+      case TMK__CHUNK_PACKETS: {
+        /* every entry checked before any is used: a chunk whose content does not parse is
+         * skipped whole, the packets before its bad entry too (RECORDING.md §4) */
+        cursor all = c;
+        while (!c.err && c.p < c.end) {
           uint64_t n = get_varint(&c);
           if (c.err) break;
           if (n == 0 || n > TMK_PROTO_MAX_PACKET || n > (uint64_t)(c.end - c.p)) {
             c.err = TMK_ECORRUPT;
             break;
           }
-          res->packets++;
-          if (fn && fn(ud, c.p, (size_t)n)) stop = 1;
           c.p += n;
         }
+        while (!c.err && all.p < all.end && !stop) {
+          uint64_t n = get_varint(&all);
+          res->packets++;
+          if (fn && fn(ud, all.p, (size_t)n)) stop = 1;
+          all.p += n;
+        }
         break;
-      case TMK__CHUNK_STATS:
-        res->stats.lost = get_varint(&c);
-        res->stats.duplicated = get_varint(&c);
-        res->stats.reordered = get_varint(&c);
-        res->stats.late = get_varint(&c);
-        res->stats.spoofed = get_varint(&c);
-        res->stats.malformed_unparsed = get_varint(&c);
-        if (!c.err) res->have_stats = 1;
+      }
+      case TMK__CHUNK_STATS: {
+        tmk__rec_stats st;
+        st.lost = get_varint(&c);
+        st.duplicated = get_varint(&c);
+        st.reordered = get_varint(&c);
+        st.late = get_varint(&c);
+        st.spoofed = get_varint(&c);
+        st.malformed_unparsed = get_varint(&c);
+        if (!c.err) {
+          res->stats = st;
+          res->have_stats = 1;
+        }
         break;
+      }
       case TMK__CHUNK_END:
         res->clean_end = 1;
         break;

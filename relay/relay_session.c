@@ -589,6 +589,9 @@ int tmk__session_replay_file(tmk_relay* r, const char* name, tmk__session** out,
              "%s: torn or corrupt tail (%s) after %llu good bytes; %llu bytes skipped", path,
              tmk_strerror(res.tail_error), (unsigned long long)res.valid_bytes,
              (unsigned long long)res.torn_bytes);
+  else if (res.clean_end && res.torn_bytes) /* nothing follows END (RECORDING.md §3.4) */
+    tmk_relay__log(&r->log, TMK_LOG_WARN, "%s: %llu bytes after the END chunk ignored", path,
+                   (unsigned long long)res.torn_bytes);
   tmk_relay__log(&r->log, TMK_LOG_INFO, "opened %s: %llu packets%s", path, (unsigned long long)res.packets,
            res.agent_file ? " (agent file)" : res.clean_end ? "" : " (no clean end)");
   *out = s;

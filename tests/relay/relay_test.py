@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--se
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from relayproc import RelayProcess, check, eq, fail, wait_for  # noqa: E402
+import tmkrec  # noqa: E402
 
 
 class Relay(RelayProcess):
@@ -498,6 +500,126 @@ def case_record_roundtrip():
     finally:
         eq(r2.stop(), 0, "exit code")
 
+
+def case_record_format():
+    """A recording read by tests/support/tmkrec.py, a reader written from docs/RECORDING.md and
+    PROTOCOL.md alone (not from the relay's code): every field it finds agrees with the relay's
+    API, and on files cut, corrupted or extended it recovers exactly the DATA packets the relay
+    replays from them (RECORDING.md §4)."""
+    data = os.path.join(TMP, "data")
+    r = Relay("--record", data=data)
+    try:
+        # ~100 KB of packets: more than one PACKETS chunk (one per 64 KiB)
+        sid = sent(synth("--to", f"127.0.0.1:{r.port}", "--packets", 600, "--zones", 100,
+                         "--no-bye"))["session"]
+        # packets 590..609: ten duplicates and ten new ones; then 630..639: 610..629 are lost
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 20, "--zones", 100,
+              "--seq-start", 590, "--no-hello", "--no-bye")
+        synth("--to", f"127.0.0.1:{r.port}", "--session", sid, "--packets", 10, "--zones", 100,
+              "--seq-start", 630, "--no-hello")
+        live = wait_for(lambda: (lambda js: js if not js["live"] and js["stats"]["lost"] == 20
+                                 else None)(r.session(sid)), 10, "the BYE and 20 packets lost")
+        version = r.get("/api/relay")["version"]
+    finally:
+        eq(r.stop(), 0, "exit code")
+    files = [f for f in os.listdir(data) if f.endswith(".tmkr")]
+    eq(len(files), 1, "one recording")
+    eq(live["recording_path"].endswith(files[0]), True, f"recording_path {live['recording_path']}")
+    raw = open(os.path.join(data, files[0]), "rb").read()
+    rec = tmkrec.read(raw)
+    eq(rec.stop, None, "a cleanly closed recording reads to its end")
+    eq(rec.unknown, 0, "chunks of unknown type")
+    eq(rec.session, {"id": int(sid, 16), "created_unix_ns": live["created_unix_ns"],
+                     "transport": live["transport"], "source": live["source"],
+                     "relay_version": version}, "SESSION")
+    heads = [tmkrec.header(p) for p in rec.packets]
+    eq({h[1] for h in heads}, {int(sid, 16)}, "the session id of every packet")
+    eq(tmkrec.PACKET_TYPES[heads[0][0]], "HELLO", "the first packet")
+    eq(tmkrec.PACKET_TYPES[heads[-1][0]], "BYE", "the last packet")
+    seqs = [h[2] for h in heads if h[0] == 1]
+    eq(seqs, list(range(610)) + list(range(630, 640)), "DATA in delivery order, once each")
+    eq(len(seqs), live["stats"]["packets"], "DATA packets against stats.packets")
+    eq(rec.end, len(rec.packets), "END's count")
+    eq(rec.stats, {k: live["stats"][k] for k in tmkrec.STATS_FIELDS}, "the last STATS")
+    eq((rec.stats["lost"], rec.stats["duplicated"]), (20, 10), "lost and duplicated")
+
+    # Damaged and unusual files: what the reader recovers is what the relay replays. The cuts
+    # fall inside and at the edges of chunks; the others corrupt one field each, or add chunks a
+    # writer does not write (RECORDING.md §3-4 say what a reader does with each).
+    bounds = [8]
+    while bounds[-1] < len(raw):
+        bounds.append(bounds[-1] + 12 + struct.unpack_from("<I", raw, bounds[-1])[0])
+    eq(bounds[-1], len(raw), "the chunks fill the file")
+    kinds = [raw[b + 4] for b in bounds[:-1]]
+    check(kinds.count(tmkrec.PACKETS) >= 2, f"chunks {kinds}: one PACKETS chunk only")
+    mid = bounds[len(kinds) - 1 - kinds[::-1].index(tmkrec.PACKETS)]  # the last PACKETS chunk
+    def patched(at, byte):
+        b = bytearray(raw)
+        b[at] ^= byte
+        return bytes(b)
+    def inserted(at, *chunks):
+        return raw[:at] + b"".join(tmkrec.chunk(*c) for c in chunks) + raw[at:]
+    # a DATA packet no other chunk holds: the last one, its seq 639 made 700 (2 varint bytes)
+    last = rec.packets[-2]
+    eq(tmkrec.header(last)[2], 639, "the last DATA packet's seq")
+    new = last[:14] + tmkrec.put_varint(700) + last[14 + len(tmkrec.put_varint(639)):]
+    entry = tmkrec.put_varint(len(new)) + new
+    s = rec.session
+    def session(created, transport):
+        return (tmkrec.SESSION, tmkrec.put_varint(s["id"]) + tmkrec.put_varint(created) +
+                tmkrec.put_varint(len(transport)) + transport + b"\x00\x00")
+    variants = {
+        "cut-header": raw[:mid + 5], "cut-payload": raw[:mid + 20],        # torn
+        "cut-at-chunk": raw[:mid], "cut-before-end": raw[:bounds[-2]],     # valid, no END
+        "crc": patched(mid + 8, 0x01), "reserved": patched(mid + 6, 0x80),  # corrupt
+        "payload": patched(mid + 12, 0x40),
+        "length": raw[:mid] + struct.pack("<IB3xI", 16 * 1024 * 1024 + 1, 2, 0),
+        "unknown-type": inserted(mid, (9, b"what the future adds")),      # skipped
+        "after-end": raw + tmkrec.chunk(tmkrec.PACKETS, entry),            # not read
+        # a PACKETS chunk whose second entry is bad: skipped whole, its good first entry too
+        "bad-entry": inserted(bounds[-2], (tmkrec.PACKETS, entry + b"\x00")),
+        "empty-packets": inserted(mid, (tmkrec.PACKETS, b"")),             # no packets
+        "no-session": raw[:8] + raw[bounds[1]:],
+        "two-sessions": inserted(mid, session(s["created_unix_ns"] + 1, b"udp")),
+        "long-string": inserted(mid, session(1, b"u" * 1025)),
+        # after the last STATS, one with three counters of six: corrupt, none of them used
+        "short-stats": inserted(bounds[-2], (tmkrec.STATS, tmkrec.put_varint(999) * 3)),
+    }
+    want = {"unknown-type": None, "after-end": "bytes after END", "empty-packets": None,
+            "cut-header": "torn", "cut-payload": "torn", "cut-at-chunk": None,
+            "cut-before-end": None, "no-session": None, "two-sessions": None}
+    shape = {}
+    for name, b in variants.items():
+        with open(os.path.join(data, name + ".tmkr"), "wb") as f:
+            f.write(b)
+        got = tmkrec.read(b)
+        shape[name] = (sum(1 for p in got.packets if p[5] == 1), got.stop, got.session)
+        why = got.stop or ""
+        if name in want:
+            eq(got.stop, want[name], f"what the reader makes of {name}")
+        elif not why.startswith("corrupt"):
+            fail(f"the reader takes {name} for {why or 'a valid file'}")
+    eq(shape["unknown-type"][0], len(seqs), "DATA packets around a chunk of unknown type")
+    eq(shape["bad-entry"][0], len(seqs), "DATA packets of a file with a bad PACKETS entry")
+    eq(shape["two-sessions"][2]["created_unix_ns"], s["created_unix_ns"] + 1, "the last SESSION")
+    r2 = Relay(data=data, name="reader")
+    try:
+        for name, (n, why, sess) in shape.items():
+            st, js = r2.api("POST", "/api/recordings/open", {"name": name + ".tmkr"})
+            eq(st, 200, f"open {name}: {js}")
+            eq(js["stats"]["packets"], n, f"DATA packets replayed from {name} ({why})")
+            eq(js["session_id"], sid, f"session id of {name}")
+            if sess and sess is not rec.session:
+                eq(js["created_unix_ns"], sess["created_unix_ns"], f"creation time of {name}")
+        eq(shape["short-stats"][:2], (len(seqs), "corrupt: varint past the end"), "short STATS")
+        eq(r2.session("short-stats")["stats"]["lost"], 20, "lost after a STATS chunk cut short")
+        log = r2.log()
+        for name in ("cut-header", "crc", "bad-entry", "long-string"):
+            check(f"{name}.tmkr: torn or corrupt tail" in log, f"{name}: nothing logged")
+        check("after-end.tmkr: %d bytes after the END chunk ignored" %
+              (len(raw) + 12 + len(entry) - len(raw)) in log, "bytes after END: nothing logged")
+    finally:
+        eq(r2.stop(), 0, "exit code")
 
 def frames_prefix(r, rid):
     times = [f["time_ns"] for f in events_of(r, rid, "frame")]
