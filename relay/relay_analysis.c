@@ -222,7 +222,7 @@ static int walk_zones(walk* w) {
     uint64_t a = w->t0, step = w->t1 - w->t0; /* slice [a, a + step] */
     for (;;) {
       uint64_t b = (w->t1 - a < step) ? w->t1 : a + step;
-      tmk_relay_query q = {a, b, (int64_t)tl.ids[ti], 0, SLICE_LIMIT};
+      tmk_relay_query q = {a, b, (int64_t)tl.ids[ti], 0, SLICE_LIMIT, NULL};
       s.n = 0;
       s.a = a;
       s.first = a == w->t0;

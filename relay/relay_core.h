@@ -332,6 +332,18 @@ int tmk__store_threads(const tmk__store* st, tmk_relay_thread_fn fn, void* ud);
 int tmk__store_teams(const tmk__store* st, tmk_relay_thread_fn fn, void* ud);
 /* Live ring. attach/detach count followers; the ring exists while followers > 0. */
 int tmk__store_live_attach(tmk__store* st, uint64_t* cursor);
+/* A cut (tmk_relay.h) of what st holds now: the serial of its last chunk and the record count of
+ * each series' tail chunk (records are only ever appended at a series' tail), sorted by serial;
+ * NULL when out of memory. */
+struct tmk_relay_cut {
+  uint64_t serial;
+  uint32_t n;
+  struct tmk__cut_tail {
+    uint64_t serial;
+    uint32_t count;
+  } tail[];
+};
+tmk_relay_cut* tmk__store_cut(const tmk__store* st);
 void tmk__store_live_detach(tmk__store* st);
 int tmk__store_live_read(tmk__store* st, uint64_t* cursor, tmk_relay_live_item* out, size_t cap,
                          uint64_t* skipped);

@@ -774,6 +774,18 @@ int tmk_relay_live_attach(tmk_relay* r, const char* id, uint64_t* cursor) {
   WITH_SESSION(tmk__store_live_attach(s->store, cursor));
 }
 
+int tmk_relay_live_attach_cut(tmk_relay* r, const char* id, uint64_t* cursor, tmk_relay_cut** cut) {
+  *cut = NULL;
+  tmk__session* s = tmk__session_get(r, id);
+  if (!s) return TMK_ENOTFOUND;
+  pthread_mutex_lock(&s->mu); /* the loop stores under it: nothing comes between the two */
+  int rc = tmk__store_live_attach(s->store, cursor);
+  if (rc == 0) *cut = tmk__store_cut(s->store);
+  pthread_mutex_unlock(&s->mu);
+  tmk__session_unref(s);
+  return rc;
+}
+
 void tmk_relay_live_detach(tmk_relay* r, const char* id) {
   tmk__session* s = tmk__session_get(r, id);
   if (!s) return;

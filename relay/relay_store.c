@@ -448,6 +448,10 @@ static void live_event(tmk__store* st, const tmk_relay_event* e) {
   memset(it, 0, sizeof *it);
   it->event = *e;
   size_t n = e->text_len < sizeof it->text - 1 ? e->text_len : sizeof it->text - 1;
+  /* a text cut short ends before a character, not inside one (a UTF-8 continuation byte after
+   * the cut belongs to the character the cut would split) */
+  if (n < e->text_len)
+    while (n > 0 && ((unsigned char)e->text[n] & 0xC0) == 0x80) n--;
   if (n) memcpy(it->text, e->text, n);
   it->text[n] = 0;
   it->event.text = NULL; /* readers point it at their copy's text */
@@ -463,6 +467,39 @@ int tmk__store_live_attach(tmk__store* st, uint64_t* cursor) {
   st->followers++;
   *cursor = st->ring_w;
   return 0;
+}
+
+static int cut_order(const void* a, const void* b) {
+  const struct tmk__cut_tail *x = a, *y = b;
+  return x->serial < y->serial ? -1 : x->serial > y->serial;
+}
+
+tmk_relay_cut* tmk__store_cut(const tmk__store* st) {
+  tmk_relay_cut* k = malloc(sizeof *k + 2 * (size_t)st->nthreads * sizeof k->tail[0]);
+  if (!k) return NULL;
+  k->serial = st->next_serial;
+  k->n = 0;
+  for (uint32_t i = 0; i < st->nthreads; i++) {
+    const chunk* tails[2] = {st->threads[i].zones.tail, st->threads[i].events.tail};
+    for (int j = 0; j < 2; j++)
+      if (tails[j]) k->tail[k->n++] = (struct tmk__cut_tail){tails[j]->serial, tails[j]->count};
+  }
+  qsort(k->tail, k->n, sizeof k->tail[0], cut_order);
+  return k;
+}
+
+/* How many of c's records were stored before the cut k (all of them without one). */
+static uint32_t cut_count(const tmk_relay_cut* k, const chunk* c) {
+  if (!k) return c->count;
+  if (c->serial > k->serial) return 0;
+  uint32_t lo = 0, hi = k->n;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (k->tail[mid].serial < c->serial) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < k->n && k->tail[lo].serial == c->serial && k->tail[lo].count < c->count
+             ? k->tail[lo].count : c->count;
 }
 
 void tmk__store_live_detach(tmk__store* st) {
@@ -1179,7 +1216,8 @@ int tmk__store_zone_scan(const tmk__store* st, tmk__zone_cursor* cur, const tmk_
       visited++;
       cur->serial = c->serial;
       if (c->tmax < k0 || c->tmin > k1) continue;
-      for (uint32_t i = 0; i < c->count; i++) {
+      const uint32_t lim = cut_count(q->cut, c);
+      for (uint32_t i = 0; i < lim; i++) {
         tmk_relay_zone out = stored_zone(st, t, c, i);
         if (out.start_ns + out.dur_ns < q->t0_ns || out.start_ns > t1) continue;
         if (fn(ud, &out)) return -1;
@@ -1210,7 +1248,8 @@ int tmk__store_zones_slice(const tmk__store* st, const tmk_relay_query* q,
       if (c->serial > cur->serial) cur->pos = 0;
       cur->serial = c->serial;
       if (c->tmax < k0 || c->tmin > k1) continue;
-      for (; cur->pos < c->count; cur->pos++) {
+      const uint32_t lim = cut_count(q->cut, c);
+      for (; cur->pos < lim; cur->pos++) {
         if (n == cap || scanned == SLICE_SCAN_MAX) return (int)n;
         scanned++;
         tmk_relay_zone o = stored_zone(st, t, c, cur->pos);
@@ -1255,7 +1294,8 @@ int tmk__store_events_slice(const tmk__store* st, const tmk_relay_query* q, unsi
       if (c->serial > cur->serial) cur->pos = cur->off = 0;
       cur->serial = c->serial;
       if (c->tmax < k0 || c->tmin > k1) continue;
-      for (; cur->pos < c->count; cur->pos++) {
+      const uint32_t lim = cut_count(q->cut, c);
+      for (; cur->pos < lim; cur->pos++) {
         erec h;
         memcpy(&h, c->data + cur->off, sizeof h);
         if (n == cap || scanned == SLICE_SCAN_MAX || text_cap - tn < h.text_len) return (int)n;

@@ -565,7 +565,9 @@ static int zone_order(const void* a, const void* b) {
 }
 /* Sends zones and events of [t0, t1] in windows small enough for one query each; zones shorter
  * than min_dur are left out (the coalesced form). Returns zones sent. */
-static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur, uint64_t max_zones) {
+/* Zones and events in [t0, t1] (with cut: only those stored before it, tmk_relay_cut). */
+static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur, uint64_t max_zones,
+                           const tmk_relay_cut* cut) {
   uint64_t sent = 0;
   uint64_t win = t1 > t0 ? (t1 - t0) / 8 + 1 : 1;
   uint64_t t = t0;
@@ -573,7 +575,7 @@ static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur
   while (t <= t1 && sent < max_zones && !c->dead) {
     uint64_t e = t + win - 1;
     if (e > t1 || e < t) e = t1;
-    tmk_relay_query q = {t, e, -1, min_dur, WS_QUERY_LIMIT};
+    tmk_relay_query q = {t, e, -1, min_dur, WS_QUERY_LIMIT, cut};
     k.n = 0;
     k.oom = 0;
     int n = tmk_relay_query_zones(c->r, c->cur.session, &q, collect_zone, &k);
@@ -588,7 +590,7 @@ static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur
       if (c->out.n >= WS_MSG_SOFT_MAX) { msg_flush(c); msg_begin(c, MSG_DATA, c->last_t); }
     }
     ev_list el = {0};
-    tmk_relay_query eq = {t, e, -1, 0, WS_QUERY_LIMIT};
+    tmk_relay_query eq = {t, e, -1, 0, WS_QUERY_LIMIT, cut};
     tmk_relay_query_events(c->r, c->cur.session, &eq, 0, event_cb, &el);
     if (!el.oom) {
       for (size_t i = 0; i < el.n; i++) {
@@ -632,14 +634,21 @@ static void start_subscription(client* c, const sub* s) {
     snprintf(m, sizeof m, "{\"type\":\"subscribed\",\"seq\":%llu}", (unsigned long long)s->seq);
     send_text(c, m);
   }
+  /* The follower is attached first, with a cut of what is stored at that moment: the history is
+   * what came before it (queried through the cut, up to the session's time range read after it),
+   * the live data what came after, so that no item is sent twice or missed (a parent is stored
+   * after its children, and packets arrive late, so the split cannot be made by time). */
+  tmk_relay_cut* cut = NULL;
+  if (tmk_relay_live_attach_cut(c->r, s->session, &c->cursor, &cut) == 0) c->attached = 1;
   tmk_relay_session_info info;
   if (tmk_relay_session(c->r, s->session, &info) != 0) {
     char m[256];
     snprintf(m, sizeof m, "{\"type\":\"error\",\"error\":\"no session '%.96s'\"}", s->session);
     send_text(c, m);
+    free(cut);
+    detach(c);
     return;
   }
-  if (tmk_relay_live_attach(c->r, s->session, &c->cursor) == 0) c->attached = 1;
   c->origin = (int64_t)info.first_ns;
   c->origin_set = info.first_ns != 0 || info.last_ns != 0;
   c->was_live = info.live;
@@ -663,9 +672,10 @@ static void start_subscription(client* c, const sub* s) {
       if (t1 - t0 > h) t0 = t1 - h;
     }
     msg_begin(c, MSG_DATA, (int64_t)(t0 - (uint64_t)c->origin));
-    send_range(c, t0, t1, 0, WS_HISTORY_MAX_ZONES);
+    send_range(c, t0, t1, 0, WS_HISTORY_MAX_ZONES, cut);
     send_meta(c, 0); /* sites first referenced by the history */
   }
+  free(cut);
   msg_begin(c, MSG_DATA, c->last_t);
   b_u8(&c->out, REC_HISTORY_DONE);
   ws_send(c, MG_WEBSOCKET_OPCODE_BINARY, c->out.p, c->out.n);
@@ -702,7 +712,7 @@ static void pump_live(client* c) {
       if (to > from) {
         uint64_t a = (uint64_t)from + (uint64_t)c->origin, z = (uint64_t)to + (uint64_t)c->origin;
         msg_begin(c, MSG_DATA, from);
-        send_range(c, a, z, (z - a) / WS_BACKFILL_PX, WS_QUERY_LIMIT);
+        send_range(c, a, z, (z - a) / WS_BACKFILL_PX, WS_QUERY_LIMIT, NULL);
       }
     }
     for (int i = 0; i < n; i++) {

@@ -100,11 +100,14 @@ int tmk_relay_session(tmk_relay* r, const char* id, tmk_relay_session_info* out)
 
 /* ---- Stored data queries ------------------------------------------------------------------ */
 
+typedef struct tmk_relay_cut tmk_relay_cut; /* tmk_relay_live_attach_cut */
+
 typedef struct tmk_relay_query {
   uint64_t t0_ns, t1_ns; /* [t0, t1]; t1 = 0 means "to the end" */
   int64_t thread;        /* -1 = all threads */
   uint64_t min_dur_ns;   /* zones shorter than this are skipped (level of detail) */
   size_t limit;          /* stop after this many items; 0 = 100000 */
+  const tmk_relay_cut* cut; /* NULL, or only what was stored before this cut */
 } tmk_relay_query;
 
 enum { TMK_RELAY_ZONE_MARKER = 1 }; /* the zone is a paired MARKER_BEGIN/END */
@@ -181,6 +184,11 @@ typedef struct tmk_relay_live_item {
 /* Attaches a follower; *cursor is set to "now" (only items decoded from now on are read).
  * Returns 0 or TMK_ENOTFOUND. Pair with tmk_relay_live_detach. */
 int tmk_relay_live_attach(tmk_relay* r, const char* id, uint64_t* cursor);
+/* tmk_relay_live_attach, and in the same moment a cut of what the session has stored: queries
+ * given it (tmk_relay_query.cut) return only zones and events stored before the attach, and the
+ * follower reads exactly those stored after it, so that history plus live holds each one once.
+ * *cut is NULL when there was no memory for it (queries then see everything); free() it. */
+int tmk_relay_live_attach_cut(tmk_relay* r, const char* id, uint64_t* cursor, tmk_relay_cut** cut);
 void tmk_relay_live_detach(tmk_relay* r, const char* id);
 /* Copies up to `cap` items after *cursor and advances it. *skipped gets how many items were
  * overwritten before this follower read them. Returns the number copied or TMK_ENOTFOUND. */

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tmk__rec_read_result res;
   int rc = tmk__rec_read(data, size, on_packet, NULL, &res);
   if (rc == 0 && res.valid_bytes + res.torn_bytes != size) abort();
-  tmk_relay_query q = {0, 0, -1, 0, 0};
+  tmk_relay_query q = {0, 0, -1, 0, 0, NULL};
   counter c = {0};
   tmk__store_zones(g_store, &q, count_zone, &c);
   tmk_relay_session_info info = {0};

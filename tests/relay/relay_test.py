@@ -4,6 +4,7 @@ loopback ports (port 0, read back from its log), drives it with tmk-relay-synth 
 proxy), and checks what the HTTP API reports. Usage: relay_test.py CASE --bin DIR --tmp DIR"""
 import argparse
 import base64
+import collections
 import json
 import os
 import re
@@ -26,6 +27,7 @@ FLAGS = ["--listen", "--http", "--data-dir", "--record", "--max-sessions", "--se
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from relayproc import RelayProcess, check, eq, fail, wait_for  # noqa: E402
 import tmkrec  # noqa: E402
+import tmkstream  # noqa: E402
 
 
 class Relay(RelayProcess):
@@ -87,6 +89,39 @@ class WS:
         n = len(data)
         hdr = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big"))
         self.sock.sendall(hdr + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def _take(self, n):
+        while len(self.rest) < n:
+            b = self.sock.recv(65536)
+            if not b:
+                raise EOFError("the relay closed the stream")
+            self.rest += b
+        out = bytes(self.rest[:n])
+        self.rest = self.rest[n:]
+        return out
+
+    def message(self, timeout=10):
+        """The next whole message from the relay, fragments joined: (opcode, payload); a close
+        frame is returned as opcode 8, pings and pongs are skipped."""
+        self.sock.settimeout(timeout)
+        op, data = None, b""
+        while True:
+            h = self._take(2)
+            n = h[1] & 0x7F
+            if n >= 126:
+                n = int.from_bytes(self._take(2 if n == 126 else 8), "big")
+            mask = self._take(4) if h[1] & 0x80 else None
+            p = self._take(n)
+            if mask:
+                p = bytes(b ^ mask[i % 4] for i, b in enumerate(p))
+            if h[0] & 0x0F in (9, 10):
+                continue
+            if h[0] & 0x0F == 8:
+                return 8, p
+            op = op or h[0] & 0x0F
+            data += p
+            if h[0] & 0x80:
+                return op, data
 
     def follow(self):
         def run():
@@ -620,6 +655,150 @@ def case_record_format():
               (len(raw) + 12 + len(entry) - len(raw)) in log, "bytes after END: nothing logged")
     finally:
         eq(r2.stop(), 0, "exit code")
+
+def stream_follow(r, sid, live):
+    """Subscribes to sid over /api/stream with all of its history and decodes what comes with
+    tests/support/tmkstream.py until HISTORY_DONE, or with live until the END record. Returns
+    the tmkstream.Session and how many binary messages it took."""
+    ws = WS(r.http)
+    eq(ws.status, 101, "upgrade")
+    try:
+        ws.send_text(json.dumps({"op": "subscribe", "session": sid, "history_s": 3600, "seq": 7}))
+        s, subscribed, messages = tmkstream.Session(), False, 0
+        while not (s.ended if live else s.history_done):
+            # (without its BYE, a session stops being live after 10 s without packets)
+            op, data = ws.message(timeout=30)
+            if op == 1:
+                js = json.loads(data)
+                eq((js.get("type"), js.get("seq")), ("subscribed", 7), f"text frame {js}")
+                subscribed = True
+            elif op == 2:
+                check(subscribed, "binary data before the subscribed reply")
+                m = tmkstream.decode(data)
+                eq(m.session, sid, "the session of a message")
+                s.add(m)
+                messages += 1
+            else:
+                fail(f"opcode {op} before the end: {data[:100]!r}")
+        return s, messages
+    finally:
+        ws.close()
+
+
+def same(got, want, what):
+    """Two multisets (collections.Counter) are equal, else a failure that shows the difference."""
+    if got != want:
+        extra, missing = got - want, want - got
+        fail(f"{what}, stream against API: {sum(extra.values())} more in the stream "
+             f"({sorted(extra)[:5]}), {sum(missing.values())} missing from it "
+             f"({sorted(missing)[:5]}) of {sum(want.values())}")
+
+
+def stream_matches_api(r, sid, s):
+    """What a subscription brought (a tmkstream.Session) against the JSON API: the same zones,
+    frames, plots, messages and markers at the same absolute times, the same call sites, thread
+    and team names."""
+    eq(s.gaps, [], "GAP records")
+    st = {k: v for k, v in r.session(sid)["stats"].items() if v and k not in ("bytes", "mem_bytes")}
+    api = zones_of(r, sid)
+    rows = [dict(zip(api["columns"], z)) for z in api["zones"]]
+    same(collections.Counter((z["start"], z["dur"], z["thread"], z["site"], z["depth"])
+                             for z in s.zones),
+         collections.Counter((z["start_ns"], z["dur_ns"], z["thread"], z["site"], z["depth"])
+                             for z in rows), f"zones (start, duration, thread, site, depth; {st})")
+    ev = events_of(r, sid, "frame,plot,message,marker_begin,marker_end")
+    sites = r.get(f"/api/sessions/{sid}/sites")
+    names = {x["id"]: x["name"] for x in sites["sites"]}
+    def text(site, b):  # an empty text with a site: the site's name (API.md)
+        return b if b or not site else names.get(site, "").encode()
+    def stream_key(e):
+        return (e["type"], e["time"], e["site"], e.get("thread"), e.get("severity"),
+                e.get("verbosity"), e.get("value"), e.get("end"))
+    got, got_whole = collections.Counter(), collections.Counter()
+    for e in s.events:
+        b = e.get("text", e.get("payload"))
+        b = None if b is None else text(e["site"], b)
+        got[stream_key(e) + (b and tmkstream.live_cut(b),)] += 1
+        if e["live"]:
+            if b is not None and len(b) > tmkstream.LIVE_TEXT:
+                fail(f"a live text of {len(b)} bytes: {b!r}")
+        else:
+            got_whole[stream_key(e) + (b,)] += 1
+    want, want_whole = collections.Counter(), collections.Counter()
+    for e in ev:
+        kind = {"frame": "FRAME", "plot": "PLOT", "message": "MESSAGE"}.get(e["type"], "MARKER")
+        b = None
+        if kind == "MESSAGE":
+            b = text(e["site"], e["text"].encode())
+        elif kind == "MARKER":
+            b = bytes.fromhex(e["payload_hex"])
+            if not b:
+                continue  # MARKER records come only for markers that carry extra data (API.md)
+        key = (kind, e["time_ns"], e["site"], e["thread"] if kind in ("MESSAGE", "MARKER") else None,
+               e.get("severity"), e.get("verbosity"), e.get("value"),
+               ["marker_begin", "marker_end"].index(e["type"]) if kind == "MARKER" else None)
+        want[key + (b and tmkstream.live_cut(b),)] += 1
+        want_whole[key + (b,)] += 1
+    # every event once, its text whole in the history and cut to 47 bytes when it came live
+    same(got_whole - want_whole, collections.Counter(), "history events with their whole text")
+    same(got, want, "FRAME, PLOT, MESSAGE and MARKER records")
+    eq(s.origin, min([z["start_ns"] for z in rows] + [e["time_ns"] for e in ev]),
+       "the origin: the session's first stored time")
+    eq({i: dict(f, kind=tmkstream.KINDS[f["kind"]]) for i, f in s.sites.items()},
+       {x["id"]: {"id": x["id"], "kind": x["kind"], "severity": x["severity"],
+                  "verbosity": x["verbosity"], "colour": x["color"], "line": x["line"],
+                  "name": x["name"], "file": x["file"]} for x in sites["sites"] if x["known"]},
+       "sites: stream against API")
+    eq(s.threads, {t["index"]: t["name"] for t in sites["threads"]}, "thread names")
+    eq(s.teams, {t["index"]: t["name"] for t in sites["teams"]}, "team names")
+    return rows, ev
+
+
+def case_stream_format():
+    """The live stream decoded by tests/support/tmkstream.py, a decoder written from docs/API.md
+    ("Live stream") alone, against the JSON API: the history of an ended synthetic session, and a
+    live subscription to the demo game (teams, markers with extra data, messages of every
+    severity) followed until its END record."""
+    r = Relay()
+    try:
+        out = sent(synth("--to", f"127.0.0.1:{r.port}", "--packets", 200, "--zones", 20,
+                         "--threads", 3))
+        sid = out["session"]
+        r.wait_zones(sid, out["zones"])
+        wait_for(lambda: not r.session(sid)["live"], 10, "the BYE")
+        s, n = stream_follow(r, sid, live=False)
+        rows, ev = stream_matches_api(r, sid, s)
+        eq(len(rows), out["zones"], "zones in the API")
+        eq(len([e for e in ev if e["type"] == "frame"]), out["frames"], "frames in the API")
+        check(out["plots"] and out["messages"] and len(s.threads) == 3,
+              f"synth sent no plots or messages, or not 3 threads: {out}, {s.threads}")
+        print(f"stream_format: history of {n} messages, {len(s.zones)} zones, "
+              f"{len(s.events)} events")
+
+        for attempt in range(3):
+            demo = subprocess.Popen([os.path.join(BIN, "telemark-demo"), "--seconds", "2",
+                                     "--relay", f"127.0.0.1:{r.port}"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            try:
+                d = wait_for(lambda: [x for x in r.sessions() if x["live"] and x["has_hello"]],
+                             10, "the demo's session")[0]["id"]
+                s, n = stream_follow(r, d, live=True)
+                eq(demo.wait(30), 0, "demo exit")
+            finally:
+                demo.kill()
+            if not s.gaps:
+                break
+            # a reader that falls behind gets GAPs (API.md "Slow browsers"): nothing to compare
+            print(f"stream_format: the reader fell behind ({s.gaps}); again with a new session")
+        check(not r.session(d)["live"], "END came while the session was live")
+        rows, ev = stream_matches_api(r, d, s)
+        kinds = {e["type"] for e in s.events}
+        check({"FRAME", "PLOT", "MESSAGE", "MARKER"} <= kinds and s.teams and len(rows) > 1000,
+              f"the demo's stream lacks something: {kinds}, teams {s.teams}, {len(rows)} zones")
+        print(f"stream_format: live, {n} messages up to END, {len(s.zones)} zones, "
+              f"{len(s.events)} events, {len(s.teams)} team names")
+    finally:
+        eq(r.stop(), 0, "exit code")
 
 def frames_prefix(r, rid):
     times = [f["time_ns"] for f in events_of(r, rid, "frame")]

@@ -799,6 +799,128 @@ static void test_store_live_ring(void** state) {
   tmk__store_free(st);
 }
 
+/* A packet of `n` zones on `thread`, all at the same times whatever `seq` (later packets overlap
+ * earlier ones, as a late packet or a parent stored after its children does), and one frame. */
+static size_t make_cut_packet(uint8_t* out, size_t cap, uint64_t seq, uint32_t thread, uint32_t n) {
+  static uint8_t body[60000];
+  static tmk_proto_zone z[4096];
+  tmk_proto_writer w;
+  tmk_proto_writer_init(&w, body, sizeof body);
+  assert_true(tmk_proto_put_thread(&w, thread) >= 0);
+  for (uint32_t i = 0; i < n; i++) {
+    z[i].start = 1000000 + 100 * i;
+    z[i].duration = 50 + seq; /* tells the packets apart */
+    z[i].site = 3;
+    z[i].depth = 0;
+  }
+  assert_int_equal(tmk_proto_put_zones(&w, z, n), (int)n);
+  assert_true(tmk_proto_put_frame(&w, 0, 1000000 + seq) >= 0);
+  int len = tmk_proto_finish(&w, 77, seq, out, cap, NULL);
+  assert_true(len > 0);
+  return (size_t)len;
+}
+
+/* The cut taken with a follower's cursor (tmk__store_cut, tmk_relay_live_attach_cut): a query
+ * through it returns exactly what was stored before, the follower exactly what came after, though
+ * both cover the same times: more records in the tail chunk of the moment, new chunks of the same
+ * thread, a new thread. */
+static void test_store_live_cut(void** state) {
+  (void)state;
+  tmk__store* st = tmk__store_new(64 << 20);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  static uint8_t pk[TMK_PROTO_MAX_PACKET];
+  size_t n = make_cut_packet(pk, sizeof pk, 0, 0, 100);
+  assert_int_equal(tmk__store_packet(st, pk, n, scratch), 101);
+  uint64_t cur = 0, skipped = 0;
+  assert_int_equal(tmk__store_live_attach(st, &cur), 0);
+  tmk_relay_cut* cut = tmk__store_cut(st);
+  assert_non_null(cut);
+  n = make_cut_packet(pk, sizeof pk, 1, 0, 100); /* into the tail chunk of the cut */
+  tmk__store_packet(st, pk, n, scratch);
+  n = make_cut_packet(pk, sizeof pk, 2, 0, 4000); /* and on into new chunks of thread 0 */
+  tmk__store_packet(st, pk, n, scratch);
+  n = make_cut_packet(pk, sizeof pk, 3, 1, 100); /* a thread the cut did not know */
+  tmk__store_packet(st, pk, n, scratch);
+  tmk_relay_query q;
+  memset(&q, 0, sizeof q);
+  q.thread = -1;
+  q.limit = 1000000;
+  static zlist zs;
+  zs.n = 0;
+  tmk__store_zones(st, &q, list_zone, &zs);
+  assert_int_equal(zs.n, 4300);
+  q.cut = cut;
+  zs.n = 0;
+  tmk__store_zones(st, &q, list_zone, &zs);
+  assert_int_equal(zs.n, 100);
+  for (size_t i = 0; i < zs.n; i++) assert_int_equal(zs.z[i].dur_ns, 50);
+  tmk__store_cursor qc;
+  memset(&qc, 0, sizeof qc);
+  size_t sliced = 0;
+  while (!qc.done) sliced += (size_t)tmk__store_zones_slice(st, &q, &qc, zs.z, 7);
+  assert_int_equal(sliced, 100);
+  static tmk_relay_event ev[64];
+  static char text[4096];
+  size_t events = 0;
+  memset(&qc, 0, sizeof qc);
+  while (!qc.done) events += (size_t)tmk__store_events_slice(st, &q, 0, &qc, ev, 64, text, sizeof text);
+  assert_int_equal(events, 1);
+  static tmk_relay_live_item items[8192];
+  size_t zones = 0, frames = 0, before = 0;
+  int k;
+  while ((k = tmk__store_live_read(st, &cur, items, 8192, &skipped)) > 0)
+    for (int i = 0; i < k; i++) {
+      if (items[i].is_zone) {
+        zones++;
+        before += items[i].zone.dur_ns == 50;
+      } else {
+        frames++;
+      }
+    }
+  assert_int_equal(skipped, 0);
+  assert_int_equal(zones, 4200);
+  assert_int_equal(before, 0);
+  assert_int_equal(frames, 3);
+  free(cut);
+  tmk__store_live_detach(st);
+  free(scratch);
+  tmk__store_free(st);
+}
+
+/* Live items keep the first 47 bytes of a longer message: cut before a character, never inside a
+ * UTF-8 sequence (the stream sends them as they are); a text that fits is kept whole. */
+static void test_store_live_text_cut(void** state) {
+  (void)state;
+  tmk__store* st = tmk__store_new(64 << 20);
+  void* scratch = malloc(TMK_PROTO_MAX_BODY);
+  uint8_t body[1200], pk[1300];
+  char e2[61] = "", a47[48], a48[49];
+  for (int i = 0; i < 30; i++) memcpy(e2 + 2 * i, "\xc3\xa9", 2); /* 30 x U+00E9, 60 bytes */
+  memset(a47, 'a', 47);
+  memset(a48, 'b', 48);
+  const char* texts[3] = {e2, a47, a48};
+  const size_t lens[3] = {60, 47, 48}, want[3] = {46, 47, 47};
+  uint64_t cur = 0, skipped = 0;
+  assert_int_equal(tmk__store_live_attach(st, &cur), 0);
+  tmk_proto_writer w;
+  tmk_proto_writer_init(&w, body, sizeof body);
+  for (int i = 0; i < 3; i++)
+    assert_true(tmk_proto_put_message(&w, 0, 3, 1, 1000 + (uint64_t)i, texts[i], lens[i]) >= 0);
+  int n = tmk_proto_finish(&w, 77, 0, pk, sizeof pk, NULL);
+  assert_true(n > 0);
+  tmk__store_packet(st, pk, (size_t)n, scratch);
+  tmk_relay_live_item items[8];
+  assert_int_equal(tmk__store_live_read(st, &cur, items, 8, &skipped), 3);
+  for (int i = 0; i < 3; i++) {
+    assert_false(items[i].is_zone);
+    assert_int_equal(items[i].event.text_len, want[i]);
+    assert_memory_equal(items[i].event.text, texts[i], want[i]);
+  }
+  tmk__store_live_detach(st);
+  free(scratch);
+  tmk__store_free(st);
+}
+
 static void test_json_escaping(void** state) {
   (void)state;
   tmk__json j;
@@ -1154,6 +1276,8 @@ int main(void) {
       cmocka_unit_test(test_store_query_slices),
       cmocka_unit_test(test_store_narrow_and_wide_records),
       cmocka_unit_test(test_store_live_ring),
+      cmocka_unit_test(test_store_live_cut),
+      cmocka_unit_test(test_store_live_text_cut),
       cmocka_unit_test(test_store_orphans_dropped),
       cmocka_unit_test(test_store_orphans_chain),
       cmocka_unit_test(test_store_orphans_deep),
