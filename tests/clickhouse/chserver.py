@@ -2,6 +2,7 @@
 directory, a generated config.xml/users.xml, free loopback ports; never a system service.
 Used by tests/clickhouse/clickhouse_test.py and bench/clickhouse/."""
 import os
+import random
 import shutil
 import signal
 import socket
@@ -15,9 +16,27 @@ SERVER = shutil.which("clickhouse-server") or "/usr/sbin/clickhouse-server"
 
 
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range (net.ipv4.ip_local_port_range), at
+    random. The server is stopped and started again on the same ports: a port the kernel hands
+    out for bind(0) could meanwhile go to another test's relay or server (which then gets this
+    test's traffic), one below the range cannot."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    lo, hi = (10000, low - 1) if low > 12000 else (high + 1, 65535)
+    if hi - lo < 2000:
+        raise RuntimeError(f"the ephemeral port range {low}..{high} leaves no room for test ports")
+    for _ in range(1000):
+        port = random.randint(lo, hi)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {lo}..{hi}")
 
 
 CONFIG = """<?xml version="1.0"?>
