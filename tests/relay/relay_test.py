@@ -906,10 +906,17 @@ def case_agent_file():
         eq(js["transport"], "file", "transport")
         eq(js["program"], "tmk-relay-synth", "program")
         eq(js["stats"]["zones"], out["zones"], "zones from the agent file")
+        # the reader written from RECORDING.md §5 (tests/support/tmkrec.py) agrees
+        whole = tmkrec.read(raw)
+        eq((len([p for p in whole.packets if p[5] == 1]), whole.stop), (50, None), "tmkrec")
+        eq(js["stats"]["packets"], 50, "DATA packets replayed")
         st, js = r.api("POST", "/api/recordings/open", {"name": "cut.tmkf"})
         eq(st, 200, f"open cut agent file: {js}")
         n = frames_prefix(r, "cut")
         check(0 < n < 50, f"cut file gave {n} packets")
+        cut = tmkrec.read(raw[:len(raw) // 2])
+        eq((len([p for p in cut.packets if p[5] == 1]), cut.stop), (js["stats"]["packets"], "torn"),
+           "DATA packets of the cut file: tmkrec against the relay")
     finally:
         eq(r.stop(), 0, "exit code")
 

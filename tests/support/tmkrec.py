@@ -1,8 +1,8 @@
-"""tmkrec.py — a reader of the relay's recordings (`.tmkr`) written from docs/RECORDING.md and
-docs/PROTOCOL.md §2, §3.1 and §3.3 alone, not from relay/relay_recording.c: the tests read the
-relay's files with it (relay_test.py record_format) to show that the documents are enough to
-read them, and that a reader following the documents' recovery rules recovers what the relay
-does.
+"""tmkrec.py — a reader of the relay's recordings (`.tmkr`) and of agent files, written from
+docs/RECORDING.md and docs/PROTOCOL.md §2, §3.1 and §3.3 alone, not from relay/relay_recording.c:
+the tests read the relay's files with it (relay_test.py record_format, agent_file) to show that
+the documents are enough to read them, and that a reader following the documents' recovery
+rules recovers what the relay does.
 
   read(data) -> Recording   data: the whole file's bytes
   header(packet) -> (type, session id, seq)   PROTOCOL.md §2
@@ -13,6 +13,7 @@ import struct
 import sys
 
 MAGIC = b"TMKREC01"
+AGENT_MAGIC = b"TMKFILE1"
 MAX_PAYLOAD = 16 * 1024 * 1024
 MAX_PACKET = 65507
 SESSION, PACKETS, STATS, END = 1, 2, 3, 4
@@ -113,9 +114,12 @@ class Recording:
 def read(data):
     """Reads a recording the way RECORDING.md §4 says: chunks from offset 8, up to the first that
     is torn or corrupt (it and everything after it skipped), or up to END (§3.4: nothing follows
-    it; bytes after it are reported as the stop, not read)."""
+    it; bytes after it are reported as the stop, not read). An agent file (§5) is read too: its
+    Recording has packets and `stop` only."""
+    if data[:8] == AGENT_MAGIC:
+        return _agent_file(data)
     if data[:8] != MAGIC:
-        raise Bad("no TMKREC01 magic")
+        raise Bad("neither TMKREC01 nor TMKFILE1")
     rec = Recording()
     off, n = 8, len(data)
     while off < n:
@@ -149,6 +153,25 @@ def read(data):
         rec.chunks += 1
         off += 12 + length
         rec.used = off
+    return rec
+
+
+def _agent_file(data):
+    """RECORDING.md §5: TMKFILE1, then varint-length-framed packets; a frame that runs past the end
+    of the file, or a length of 0 or above 65507, ends it (torn)."""
+    rec = Recording()
+    off = 8
+    while off < len(data):
+        try:
+            n, i = varint(data, off, len(data))
+        except Bad:
+            rec.stop = "torn"
+            break
+        if n == 0 or n > MAX_PACKET or i + n > len(data):
+            rec.stop = "torn"
+            break
+        rec.packets.append(bytes(data[i:i + n]))
+        off = rec.used = i + n
     return rec
 
 
