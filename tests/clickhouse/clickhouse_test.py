@@ -62,7 +62,7 @@ TABLES = ["sessions", "sites", "threads", "zones", "frames", "plots", "messages"
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from relayproc import RelayProcess, eq, fail, wait_for  # noqa: E402
+from relayproc import RelayProcess, check, eq, fail, wait_for  # noqa: E402
 
 
 class Relay(RelayProcess):
@@ -275,6 +275,7 @@ def case_counts():
             fail(f"only {n_sites} site rows")
         if s["rows_sent"] < sum(want.values()):
             fail(f"rows_sent {s['rows_sent']} < zones {sum(want.values())}")
+        check_doc_tables(ch)
         relay.stop()
         check_exact(ch, want, "counts")
     finally:
@@ -425,6 +426,36 @@ def by_hand(ch, sql, put):
             fail(f"the documented query has no {k}: {sql[:200]}")
         sql = sql.replace(k, v)
     return [line.split("\t") for line in ch.query(sql).splitlines()]
+
+
+def check_doc_tables(ch):
+    """docs/CLICKHOUSE.md's table of tables against what the relay made: the same tables, each
+    with the columns it lists in that order, its engine and its ORDER BY, and the two views."""
+    with open(DOC, encoding="utf-8") as f:
+        doc = f.read()
+    sec = doc[doc.index("\n## Tables\n"):]
+    sec = sec[sec.index("| table | columns |"):]
+    sec = sec[:sec.index("\n\n")]
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| ([^|]+) \|$", sec, re.M)
+    check(len(rows) >= 9, f"the table of tables has {len(rows)} rows")
+    for name, cols, engine in rows:
+        got = [line.split("\t")[0] for line in ch.query(f"DESCRIBE TABLE {name}").splitlines()]
+        eq(got, [c.strip() for c in cols.split(",")], f"columns of {name} as CLICKHOUSE.md has them")
+        want = re.findall(r"`([^`]+)`", engine)
+        eng, key = ch.query("SELECT engine_full, sorting_key FROM system.tables WHERE database = "
+                            f"'telemark' AND name = '{name}' FORMAT TSV").rstrip("\n").split("\t")
+        if not (eng == want[0] or eng.startswith(want[0] + " ")):
+            fail(f"{name}: engine {eng!r}, CLICKHOUSE.md says {want[0]!r}")
+        order = [w for w in want[1:] if w.startswith("(")]  # (a Null table names its view)
+        eq(key, order[0].strip("()") if order else "", f"ORDER BY of {name}")
+    tables = ch.query("SELECT name, engine FROM system.tables WHERE database = 'telemark' "
+                      "ORDER BY name FORMAT TSV").splitlines()
+    eq(sorted(t for t in tables if not t.endswith("\tMaterializedView")),
+       sorted(f"{n}\t{re.findall(r'`([^`(]+)', e)[0]}" for n, _, e in rows),
+       "the tables there are, against CLICKHOUSE.md")
+    eq(sorted(t for t in tables if t.endswith("\tMaterializedView")),
+       sorted(["zones_from_runs12\tMaterializedView", "zones_from_runs\tMaterializedView"]),
+       "the views")
 
 
 def check_doc_queries(ch, relay):
