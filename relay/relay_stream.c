@@ -467,7 +467,9 @@ static void put_zone(client* c, const tmk_relay_zone* z) {
   if (end > c->last_t) c->last_t = end;
 }
 static void put_event(client* c, const tmk_relay_event* e) {
-  if (!pass_thread(c, e->thread)) return;
+  /* frames are never filtered (API.md): the frame-time graph keeps the main thread's frames
+   * while that thread's zones are left out */
+  if (e->type != TMK_RELAY_EV_FRAME && !pass_thread(c, e->thread)) return;
   if (e->type == TMK_RELAY_EV_MESSAGE) {
     if (e->severity > c->cur.level || (e->verbosity & c->cur.mask) == 0) return;
   } else if (e->type != TMK_RELAY_EV_FRAME && e->site && !pass_site(c, e->site)) {

@@ -656,14 +656,16 @@ def case_record_format():
     finally:
         eq(r2.stop(), 0, "exit code")
 
-def stream_follow(r, sid, live):
-    """Subscribes to sid over /api/stream with all of its history and decodes what comes with
-    tests/support/tmkstream.py until HISTORY_DONE, or with live until the END record. Returns
-    the tmkstream.Session and how many binary messages it took."""
+def stream_follow(r, sid, live, **filters):
+    """Subscribes to sid over /api/stream with all of its history (and the given filters: level,
+    mask, threads) and decodes what comes with tests/support/tmkstream.py until HISTORY_DONE, or
+    with live until the END record. Returns the tmkstream.Session and how many binary messages
+    it took."""
     ws = WS(r.http)
     eq(ws.status, 101, "upgrade")
     try:
-        ws.send_text(json.dumps({"op": "subscribe", "session": sid, "history_s": 3600, "seq": 7}))
+        ws.send_text(json.dumps(dict({"op": "subscribe", "session": sid, "history_s": 3600,
+                                      "seq": 7}, **filters)))
         s, subscribed, messages = tmkstream.Session(), False, 0
         while not (s.ended if live else s.history_done):
             # (without its BYE, a session stops being live after 10 s without packets)
@@ -694,20 +696,37 @@ def same(got, want, what):
              f"({sorted(missing)[:5]}) of {sum(want.values())}")
 
 
-def stream_matches_api(r, sid, s):
+def stream_matches_api(r, sid, s, level=5, mask=0xFFFFFFFF, threads=None):
     """What a subscription brought (a tmkstream.Session) against the JSON API: the same zones,
     frames, plots, messages and markers at the same absolute times, the same call sites, thread
-    and team names."""
+    and team names. With filters, what API.md says passes them: zones, plots and markers whose
+    call site has a severity <= level and a verbosity with a bit of mask, messages whose own
+    severity and verbosity do, on the listed threads; frames all."""
     eq(s.gaps, [], "GAP records")
     st = {k: v for k, v in r.session(sid)["stats"].items() if v and k not in ("bytes", "mem_bytes")}
+    sites = r.get(f"/api/sessions/{sid}/sites")
+    by_id = {x["id"]: x for x in sites["sites"] if x["known"]}
+    def passes(site, thread, sev=None, verb=None):
+        if threads is not None and thread not in threads:
+            return False
+        if sev is None:  # by the call site; a site not described yet passes
+            x = by_id.get(site)
+            if site == 0 or x is None:
+                return True
+            sev, verb = x["severity"], x["verbosity"]
+        return sev <= level and (verb & mask) != 0
     api = zones_of(r, sid)
     rows = [dict(zip(api["columns"], z)) for z in api["zones"]]
+    all_rows = rows
+    rows = [z for z in rows if passes(z["site"], z["thread"])]
     same(collections.Counter((z["start"], z["dur"], z["thread"], z["site"], z["depth"])
                              for z in s.zones),
          collections.Counter((z["start_ns"], z["dur_ns"], z["thread"], z["site"], z["depth"])
                              for z in rows), f"zones (start, duration, thread, site, depth; {st})")
-    ev = events_of(r, sid, "frame,plot,message,marker_begin,marker_end")
-    sites = r.get(f"/api/sessions/{sid}/sites")
+    all_ev = events_of(r, sid, "frame,plot,message,marker_begin,marker_end")
+    ev = [e for e in all_ev if e["type"] == "frame" or (
+        passes(e["site"], e["thread"], e["severity"], e["verbosity"]) if e["type"] == "message"
+        else passes(e["site"], e["thread"]))]
     names = {x["id"]: x["name"] for x in sites["sites"]}
     def text(site, b):  # an empty text with a site: the site's name (API.md)
         return b if b or not site else names.get(site, "").encode()
@@ -742,7 +761,7 @@ def stream_matches_api(r, sid, s):
     # every event once, its text whole in the history and cut to 47 bytes when it came live
     same(got_whole - want_whole, collections.Counter(), "history events with their whole text")
     same(got, want, "FRAME, PLOT, MESSAGE and MARKER records")
-    eq(s.origin, min([z["start_ns"] for z in rows] + [e["time_ns"] for e in ev]),
+    eq(s.origin, min([z["start_ns"] for z in all_rows] + [e["time_ns"] for e in all_ev]),
        "the origin: the session's first stored time")
     eq({i: dict(f, kind=tmkstream.KINDS[f["kind"]]) for i, f in s.sites.items()},
        {x["id"]: {"id": x["id"], "kind": x["kind"], "severity": x["severity"],
@@ -792,6 +811,19 @@ def case_stream_format():
             print(f"stream_format: the reader fell behind ({s.gaps}); again with a new session")
         check(not r.session(d)["live"], "END came while the session was live")
         rows, ev = stream_matches_api(r, d, s)
+        # The same session again, filtered: what passes is what API.md's rules let through.
+        # (The demo: five threads, call sites of five teams at severity 3, messages of several.)
+        # The thread list leaves out one whose frames must come all the same.
+        framed = min(e["thread"] for e in ev if e["type"] == "frame")
+        f = {"level": 3, "mask": 0b10110, "threads": [t for t in range(5) if t != framed]}
+        fs, _ = stream_follow(r, d, live=False, **f)
+        frows, fev = stream_matches_api(r, d, fs, **f)
+        kept = collections.Counter(e["type"] for e in fev)
+        check(kept["frame"] and 0 < len(frows) < len(rows) and
+              any(e["type"] == "frame" and e["thread"] not in f["threads"] for e in fev),
+              f"the filters left {len(frows)} of {len(rows)} zones, events {kept}")
+        print(f"stream_format: filtered {f}: {len(frows)} of {len(rows)} zones, events "
+              f"{dict(kept)} of {dict(collections.Counter(e['type'] for e in ev))}")
         kinds = {e["type"] for e in s.events}
         check({"FRAME", "PLOT", "MESSAGE", "MARKER"} <= kinds and s.teams and len(rows) > 1000,
               f"the demo's stream lacks something: {kinds}, teams {s.teams}, {len(rows)} zones")
