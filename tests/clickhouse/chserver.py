@@ -87,6 +87,8 @@ class ClickHouse:
         self.dir = os.path.abspath(workdir)
         self.http = http_port or free_port()
         self.tcp = free_port()
+        while self.tcp == self.http:  # not yet bound: the same port could come twice
+            self.tcp = free_port()
         self.proc = None
         for sub in ("log", "data", "tmp", "user_files", "format_schemas"):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
