@@ -454,6 +454,7 @@ static void live_event(tmk__store* st, const tmk_relay_event* e) {
     while (n > 0 && ((unsigned char)e->text[n] & 0xC0) == 0x80) n--;
   if (n) memcpy(it->text, e->text, n);
   it->text[n] = 0;
+  it->text_cut = n < e->text_len;
   it->event.text = NULL; /* readers point it at their copy's text */
   it->event.text_len = (uint32_t)n;
 }

@@ -149,6 +149,8 @@ typedef struct client {
   int64_t last_t;       /* latest time sent (relative) */
   buf out;              /* current message */
   tmk_relay_live_item* items; /* live_read buffer */
+  char text[TMK_PROTO_MAX_STRING]; /* whole_text: a live message's whole text */
+  tmk_relay_event text_event;
   int64_t out_base;
   int zones_open;       /* a REC_ZONES record is being filled */
   size_t zones_count_at; /* offset of the count placeholder */
@@ -685,6 +687,38 @@ static void start_subscription(client* c, const sub* s) {
   c->subscribed = 1;
 }
 
+/* A live message or marker whose text the live ring cut short, with its whole text from the
+ * store (the stored event of the same thread, type, site and time whose text begins the same),
+ * else as it is. The text lives in c->text until the next call. */
+typedef struct text_find {
+  const tmk_relay_event* want;
+  char* out;
+  size_t cap;
+  uint32_t len;
+  int found;
+} text_find;
+static int text_cb(void* ud, const tmk_relay_event* e) {
+  text_find* f = ud;
+  const tmk_relay_event* w = f->want;
+  if (e->type != w->type || e->site != w->site || e->time_ns != w->time_ns ||
+      e->text_len <= w->text_len || memcmp(e->text, w->text, w->text_len) != 0)
+    return 0;
+  f->len = e->text_len < f->cap ? e->text_len : (uint32_t)f->cap;
+  memcpy(f->out, e->text, f->len);
+  f->found = 1;
+  return 1;
+}
+static const tmk_relay_event* whole_text(client* c, const tmk_relay_event* e) {
+  text_find f = {e, c->text, sizeof c->text, 0, 0};
+  tmk_relay_query q = {e->time_ns, e->time_ns, (int64_t)e->thread, 0, 256, NULL};
+  tmk_relay_query_events(c->r, c->cur.session, &q, 1u << e->type, text_cb, &f);
+  if (!f.found) return e;
+  c->text_event = *e;
+  c->text_event.text = c->text;
+  c->text_event.text_len = f.len;
+  return &c->text_event;
+}
+
 /* Reads what the relay decoded since the last call and sends it. */
 static void pump_live(client* c) {
   if (!c->items) c->items = malloc(WS_LIVE_CHUNK * sizeof *c->items);
@@ -725,6 +759,7 @@ static void pump_live(client* c) {
     if (need_meta) { send_meta(c, 0); need_meta = 0; }
     for (int i = 0; i < n; i++) {
       if (items[i].is_zone) put_zone(c, &items[i].zone);
+      else if (items[i].text_cut) put_event(c, whole_text(c, &items[i].event));
       else put_event(c, &items[i].event);
     }
     if (n < WS_LIVE_CHUNK) break;

@@ -176,9 +176,10 @@ int tmk_relay_query_teams(tmk_relay* r, const char* id, tmk_relay_thread_fn fn, 
 
 typedef struct tmk_relay_live_item {
   uint8_t is_zone;
+  uint8_t text_cut;      /* the text is longer than `text` holds (whole: tmk_relay_query_events) */
   tmk_relay_zone zone;   /* when is_zone */
   tmk_relay_event event; /* otherwise; event.text points into `text` */
-  char text[48];         /* first bytes of a message/payload (full text: tmk_relay_query_events) */
+  char text[48];         /* first bytes of a message/payload, cut before a UTF-8 character */
 } tmk_relay_live_item;
 
 /* Attaches a follower; *cursor is set to "now" (only items decoded from now on are read).

@@ -887,8 +887,9 @@ static void test_store_live_cut(void** state) {
   tmk__store_free(st);
 }
 
-/* Live items keep the first 47 bytes of a longer message: cut before a character, never inside a
- * UTF-8 sequence (the stream sends them as they are); a text that fits is kept whole. */
+/* Live items keep the first 47 bytes of a longer message, cut before a character, never inside a
+ * UTF-8 sequence, and say that they did (text_cut: the stream then takes the whole text from the
+ * store); a text that fits is kept whole. */
 static void test_store_live_text_cut(void** state) {
   (void)state;
   tmk__store* st = tmk__store_new(64 << 20);
@@ -914,6 +915,7 @@ static void test_store_live_text_cut(void** state) {
   for (int i = 0; i < 3; i++) {
     assert_false(items[i].is_zone);
     assert_int_equal(items[i].event.text_len, want[i]);
+    assert_int_equal(items[i].text_cut, want[i] < lens[i]);
     assert_memory_equal(items[i].event.text, texts[i], want[i]);
   }
   tmk__store_live_detach(st);

@@ -34,6 +34,7 @@ typedef struct opts {
   int no_hello, no_bye, sites_late, big_endian;
   double rate; /* packets per second, 0 = as fast as possible */
   const char* file;
+  const char* message_text; /* --message-text: every message's text instead of "packet N" */
   uint64_t switch_tcp_at;
   int linger_ms;
   uint64_t garbage;
@@ -299,6 +300,7 @@ int main(int argc, char** argv) {
     else if (strcmp(a, "--no-lz4") == 0) o.no_lz4 = 1;
     else if (ARG("--rate")) o.rate = atof(v);
     else if (ARG("--file")) o.file = v;
+    else if (ARG("--message-text")) o.message_text = v;
     else if (ARG("--switch-tcp-at")) o.switch_tcp_at = strtoull(v, NULL, 10);
     else if (ARG("--linger")) o.linger_ms = atoi(v);
     else if (ARG("--garbage")) o.garbage = strtoull(v, NULL, 10);
@@ -454,8 +456,10 @@ int main(int argc, char** argv) {
         if (rc < 0) return 1;
         plots++;
         if (seq % 10 == 0) {
-          char text[64];
-          int tl = snprintf(text, sizeof text, "packet %llu", (unsigned long long)seq);
+          char buf[64];
+          const char* text = o.message_text ? o.message_text : buf;
+          int tl = o.message_text ? (int)strlen(o.message_text)
+                                  : snprintf(buf, sizeof buf, "packet %llu", (unsigned long long)seq);
           if (tmk_proto_put_message(&w, 9, TMK_SEV_INFO, 1, base + 95002, text, (size_t)tl) < 0)
             return 1;
           messages++;

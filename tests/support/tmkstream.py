@@ -4,25 +4,10 @@ stream_format decodes a subscription with it and compares what it finds with the
 show that the document is enough to read the stream.
 
   decode(message) -> Message   one binary WebSocket message
-  Session: folds a subscription's messages into absolute-time zones, events, sites, threads
-  live_cut(text) -> bytes      what the live data keeps of a longer text (API.md)"""
+  Session: folds a subscription's messages into absolute-time zones, events, sites, threads"""
 import struct
 
 KINDS = {0: "zone", 1: "marker", 2: "plot", 3: "message", 4: "frame"}  # PROTOCOL.md §5.1
-
-
-LIVE_TEXT = 47  # bytes of a MESSAGE's text or a MARKER's payload that live data keeps (API.md)
-
-
-def live_cut(b):
-    """A text as live data carries it: at most LIVE_TEXT bytes, cut before a character (never
-    inside a UTF-8 sequence)."""
-    if len(b) <= LIVE_TEXT:
-        return b
-    n = LIVE_TEXT
-    while n > 0 and b[n] & 0xC0 == 0x80:
-        n -= 1
-    return b[:n]
 
 
 class Bad(Exception):
@@ -142,8 +127,7 @@ def decode(b):
 
 class Session:
     """A subscription's messages folded together: zones and events with absolute times (the
-    RESET's origin added; events also say whether they came live, after HISTORY_DONE), the last
-    descriptor of each site, thread and team names."""
+    RESET's origin added), the last descriptor of each site, thread and team names."""
 
     def __init__(self):
         self.origin = None
@@ -172,7 +156,7 @@ class Session:
             elif name == "ZONE_X":
                 self.zones.append(dict(f, start=f["start"] + o))
             elif name in ("FRAME", "PLOT", "MESSAGE", "MARKER"):
-                self.events.append(dict(f, type=name, time=f["time"] + o, live=self.history_done))
+                self.events.append(dict(f, type=name, time=f["time"] + o))
             elif name == "GAP":
                 self.gaps.append(f)
             elif name == "END":
