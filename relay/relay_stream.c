@@ -570,8 +570,8 @@ static int zone_order(const void* a, const void* b) {
 /* Sends zones and events of [t0, t1] in windows small enough for one query each; zones shorter
  * than min_dur are left out (the coalesced form). Returns zones sent. */
 /* Zones and events in [t0, t1] (with cut: only those stored before it, tmk_relay_cut). */
-static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur, uint64_t max_zones,
-                           const tmk_relay_cut* cut) {
+static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur,
+                           uint64_t max_zones, const tmk_relay_cut* cut) {
   uint64_t sent = 0;
   uint64_t win = t1 > t0 ? (t1 - t0) / 8 + 1 : 1;
   uint64_t t = t0;

@@ -440,7 +440,7 @@ def check_doc_tables(ch):
     check(len(rows) >= 9, f"the table of tables has {len(rows)} rows")
     for name, cols, engine in rows:
         got = [line.split("\t")[0] for line in ch.query(f"DESCRIBE TABLE {name}").splitlines()]
-        eq(got, [c.strip() for c in cols.split(",")], f"columns of {name} as CLICKHOUSE.md has them")
+        eq(got, [c.strip() for c in cols.split(",")], f"columns of {name}, CLICKHOUSE.md's")
         want = re.findall(r"`([^`]+)`", engine)
         eng, key = ch.query("SELECT engine_full, sorting_key FROM system.tables WHERE database = "
                             f"'telemark' AND name = '{name}' FORMAT TSV").rstrip("\n").split("\t")

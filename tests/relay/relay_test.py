@@ -747,10 +747,10 @@ def stream_matches_api(r, sid, s, level=5, mask=0xFFFFFFFF, threads=None):
             b = bytes.fromhex(e["payload_hex"])
             if not b:
                 continue  # MARKER records come only for markers that carry extra data (API.md)
+        end = ["marker_begin", "marker_end"].index(e["type"]) if kind == "MARKER" else None
         want[(kind, e["time_ns"], e["site"],
               e["thread"] if kind in ("MESSAGE", "MARKER") else None, e.get("severity"),
-              e.get("verbosity"), e.get("value"),
-              ["marker_begin", "marker_end"].index(e["type"]) if kind == "MARKER" else None, b)] += 1
+              e.get("verbosity"), e.get("value"), end, b)] += 1
     # every event once, with its whole text, in the history and live alike
     same(got, want, "FRAME, PLOT, MESSAGE and MARKER records")
     eq(s.origin, min([z["start_ns"] for z in all_rows] + [e["time_ns"] for e in all_ev]),

@@ -863,7 +863,8 @@ static void test_store_live_cut(void** state) {
   static char text[4096];
   size_t events = 0;
   memset(&qc, 0, sizeof qc);
-  while (!qc.done) events += (size_t)tmk__store_events_slice(st, &q, 0, &qc, ev, 64, text, sizeof text);
+  while (!qc.done)
+    events += (size_t)tmk__store_events_slice(st, &q, 0, &qc, ev, 64, text, sizeof text);
   assert_int_equal(events, 1);
   static tmk_relay_live_item items[8192];
   size_t zones = 0, frames = 0, before = 0;

@@ -458,8 +458,9 @@ int main(int argc, char** argv) {
         if (seq % 10 == 0) {
           char buf[64];
           const char* text = o.message_text ? o.message_text : buf;
-          int tl = o.message_text ? (int)strlen(o.message_text)
-                                  : snprintf(buf, sizeof buf, "packet %llu", (unsigned long long)seq);
+          int tl = o.message_text
+                       ? (int)strlen(o.message_text)
+                       : snprintf(buf, sizeof buf, "packet %llu", (unsigned long long)seq);
           if (tmk_proto_put_message(&w, 9, TMK_SEV_INFO, 1, base + 95002, text, (size_t)tl) < 0)
             return 1;
           messages++;
