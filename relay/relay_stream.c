@@ -468,7 +468,41 @@ static void put_zone(client* c, const tmk_relay_zone* z) {
   int64_t end = dadd(t, (int64_t)z->dur_ns);
   if (end > c->last_t) c->last_t = end;
 }
-static void put_event(client* c, const tmk_relay_event* e) {
+/* A live message or marker whose text the live ring cut short, with its whole text from the
+ * store (the stored event of the same thread, type, site and time whose text begins the same),
+ * else as it is. The text lives in c->text until the next call. */
+typedef struct text_find {
+  const tmk_relay_event* want;
+  char* out;
+  size_t cap;
+  uint32_t len;
+  int found;
+} text_find;
+static int text_cb(void* ud, const tmk_relay_event* e) {
+  text_find* f = ud;
+  const tmk_relay_event* w = f->want;
+  if (e->type != w->type || e->site != w->site || e->time_ns != w->time_ns ||
+      e->text_len <= w->text_len || memcmp(e->text, w->text, w->text_len) != 0)
+    return 0;
+  f->len = e->text_len < f->cap ? e->text_len : (uint32_t)f->cap;
+  memcpy(f->out, e->text, f->len);
+  f->found = 1;
+  return 1;
+}
+static const tmk_relay_event* whole_text(client* c, const tmk_relay_event* e) {
+  text_find f = {e, c->text, sizeof c->text, 0, 0};
+  tmk_relay_query q = {e->time_ns, e->time_ns, (int64_t)e->thread, 0, 256, NULL};
+  tmk_relay_query_events(c->r, c->cur.session, &q, 1u << e->type, text_cb, &f);
+  if (!f.found) return e;
+  c->text_event = *e;
+  c->text_event.text = c->text;
+  c->text_event.text_len = f.len;
+  return &c->text_event;
+}
+
+/* text_cut: e is a live item's event whose text the ring cut short (whole_text, once the event
+ * has passed the filters). */
+static void put_event(client* c, const tmk_relay_event* e, int text_cut) {
   /* frames are never filtered (API.md): the frame-time graph keeps the main thread's frames
    * while that thread's zones are left out */
   if (e->type != TMK_RELAY_EV_FRAME && !pass_thread(c, e->thread)) return;
@@ -477,6 +511,7 @@ static void put_event(client* c, const tmk_relay_event* e) {
   } else if (e->type != TMK_RELAY_EV_FRAME && e->site && !pass_site(c, e->site)) {
     return;
   }
+  if (text_cut) e = whole_text(c, e);
   int64_t t = rel(c, e->time_ns);
   msg_room(c, t);
   zones_close(c);
@@ -599,7 +634,7 @@ static uint64_t send_range(client* c, uint64_t t0, uint64_t t1, uint64_t min_dur
     if (!el.oom) {
       for (size_t i = 0; i < el.n; i++) {
         el.e[i].text = el.text.p ? (const char*)el.text.p + (uintptr_t)el.e[i].text : "";
-        put_event(c, &el.e[i]);
+        put_event(c, &el.e[i], 0);
       }
     }
     free(el.e);
@@ -687,38 +722,6 @@ static void start_subscription(client* c, const sub* s) {
   c->subscribed = 1;
 }
 
-/* A live message or marker whose text the live ring cut short, with its whole text from the
- * store (the stored event of the same thread, type, site and time whose text begins the same),
- * else as it is. The text lives in c->text until the next call. */
-typedef struct text_find {
-  const tmk_relay_event* want;
-  char* out;
-  size_t cap;
-  uint32_t len;
-  int found;
-} text_find;
-static int text_cb(void* ud, const tmk_relay_event* e) {
-  text_find* f = ud;
-  const tmk_relay_event* w = f->want;
-  if (e->type != w->type || e->site != w->site || e->time_ns != w->time_ns ||
-      e->text_len <= w->text_len || memcmp(e->text, w->text, w->text_len) != 0)
-    return 0;
-  f->len = e->text_len < f->cap ? e->text_len : (uint32_t)f->cap;
-  memcpy(f->out, e->text, f->len);
-  f->found = 1;
-  return 1;
-}
-static const tmk_relay_event* whole_text(client* c, const tmk_relay_event* e) {
-  text_find f = {e, c->text, sizeof c->text, 0, 0};
-  tmk_relay_query q = {e->time_ns, e->time_ns, (int64_t)e->thread, 0, 256, NULL};
-  tmk_relay_query_events(c->r, c->cur.session, &q, 1u << e->type, text_cb, &f);
-  if (!f.found) return e;
-  c->text_event = *e;
-  c->text_event.text = c->text;
-  c->text_event.text_len = f.len;
-  return &c->text_event;
-}
-
 /* Reads what the relay decoded since the last call and sends it. */
 static void pump_live(client* c) {
   if (!c->items) c->items = malloc(WS_LIVE_CHUNK * sizeof *c->items);
@@ -759,8 +762,7 @@ static void pump_live(client* c) {
     if (need_meta) { send_meta(c, 0); need_meta = 0; }
     for (int i = 0; i < n; i++) {
       if (items[i].is_zone) put_zone(c, &items[i].zone);
-      else if (items[i].text_cut) put_event(c, whole_text(c, &items[i].event));
-      else put_event(c, &items[i].event);
+      else put_event(c, &items[i].event, items[i].text_cut);
     }
     if (n < WS_LIVE_CHUNK) break;
   }

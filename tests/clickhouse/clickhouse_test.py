@@ -63,6 +63,7 @@ TABLES = ["sessions", "sites", "threads", "zones", "frames", "plots", "messages"
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from relayproc import RelayProcess, check, eq, fail, wait_for  # noqa: E402
+from tmkrec import crc32c  # noqa: E402  (CRC-32C, as spill files use it)
 
 
 class Relay(RelayProcess):
@@ -613,15 +614,6 @@ def case_stall():
         check_exact(ch, want, "ClickHouse stopped mid-request")
     finally:
         ch.stop()
-
-
-def crc32c(data, crc=0):
-    crc ^= 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
 
 
 def spill_file(magic, tables):
